@@ -1,0 +1,1 @@
+"""S3 Inventory ingestion: find deliveries, verify them, load them into one Delta table."""

@@ -1,0 +1,266 @@
+"""Load verified deliveries with Spark into the bucket-partitioned inventory Delta table.
+
+One Spark job per bucket computes the run's figures and checks every row (bucket, key) before
+anything is written; a second writes the bucket's partition with one atomic Delta commit that
+replaces exactly that partition. A failure anywhere leaves the table as it was.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DateType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from inventory.errors import InventoryDataError, InventoryVacuumError
+from inventory.history import append_rows
+from inventory.manifest import Delivery, find_delivery
+from inventory.paths import StorageLocation
+from inventory.registry import TableRegistry
+from inventory.schema import csv_read_schema, is_current_version, normalise, tag_owning_table
+
+INVENTORY_RUNS_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType()),
+        StructField("run_at", TimestampType()),
+        StructField("bucket", StringType()),
+        StructField("status", StringType()),
+        StructField("manifest_key", StringType()),
+        StructField("inventory_date", DateType()),
+        StructField("inventory_taken_at", TimestampType()),
+        StructField("objects", LongType()),
+        StructField("bytes", LongType()),
+        StructField("noncurrent_objects", LongType()),
+        StructField("noncurrent_bytes", LongType()),
+        StructField("delete_markers", LongType()),
+        StructField("data_files", LongType()),
+        StructField("seconds", DoubleType()),
+        StructField("error", StringType()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class IngestRequest:
+    """What one ``ingest`` run loads, and where."""
+
+    destination: StorageLocation
+    source_buckets: tuple[str, ...]
+    config_id: str
+    inventory_table: str
+    inventory_date: date | None = None
+    registry: TableRegistry | None = None
+    runs_table: str | None = None
+
+
+@dataclass
+class BucketResult:
+    """The outcome for one source bucket (``status`` is ``ok`` or ``failed``)."""
+
+    bucket: str
+    status: str
+    rows: int = 0
+    bytes: int = 0
+    data_files: int = 0
+    manifest_key: str | None = None
+    inventory_taken_at: str | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    noncurrent_objects: int = 0
+    noncurrent_bytes: int = 0
+    delete_markers: int = 0
+    inventory_date: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class IngestResult:
+    buckets: list[BucketResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(b.status == "ok" for b in self.buckets)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"buckets": [b.to_dict() for b in self.buckets]}
+
+
+def read_delivery(spark: SparkSession, delivery: Delivery) -> DataFrame:
+    """The rows of every data file of ``delivery``, as one DataFrame in AWS's column names."""
+    uris = delivery.data_file_uris()
+    if delivery.file_format == "Parquet":
+        return spark.read.parquet(*uris)
+    if delivery.file_format == "ORC":
+        return spark.read.orc(uris)
+    return (
+        spark.read.schema(csv_read_schema(delivery.fields))
+        .option("header", "false")
+        .option("mode", "FAILFAST")
+        .option("escape", '"')
+        .csv(uris)
+    )
+
+
+def normalised_delivery(spark: SparkSession, delivery: Delivery, registry: TableRegistry | None) -> DataFrame:
+    """Every row of a delivery in the inventory table's schema, tagged with its owning table."""
+    raw = read_delivery(spark, delivery)
+    rows = normalise(
+        raw,
+        file_format=delivery.file_format,
+        inventory_date=delivery.inventory_date,
+        inventory_taken_at_ms=delivery.inventory_taken_at_ms,
+    )
+    return tag_owning_table(rows, registry)
+
+
+def delivery_figures(rows: DataFrame, bucket: str) -> dict[str, int]:
+    """Counts and byte totals of a normalised delivery, in one Spark job."""
+    current = is_current_version()
+    noncurrent = ~current & ~F.coalesce(F.col("is_delete_marker"), F.lit(False))
+    marker = F.coalesce(F.col("is_delete_marker"), F.lit(False))
+    figures = rows.agg(
+        F.count(F.when(current, 1)).alias("objects"),
+        F.coalesce(F.sum(F.when(current, F.col("length"))), F.lit(0)).alias("bytes"),
+        F.count(F.when(noncurrent, 1)).alias("noncurrent_objects"),
+        F.coalesce(F.sum(F.when(noncurrent, F.col("length"))), F.lit(0)).alias("noncurrent_bytes"),
+        F.count(F.when(marker, 1)).alias("delete_markers"),
+        F.count(F.when(F.col("bucket").isNull() | (F.col("bucket") != bucket), 1)).alias("foreign_rows"),
+        F.first(F.when(F.col("bucket") != bucket, F.col("bucket")), ignorenulls=True).alias("foreign_bucket"),
+        F.count(F.when(F.col("key").isNull() | (F.col("key") == ""), 1)).alias("keyless_rows"),
+        F.count(F.when(current & (F.col("length").isNull() | F.col("modificationTime").isNull()), 1)).alias(
+            "incomplete_rows"
+        ),
+    ).first()
+    assert figures is not None
+    return figures.asDict()
+
+
+def load_delivery(
+    spark: SparkSession, delivery: Delivery, inventory_table: str, registry: TableRegistry | None
+) -> dict[str, int]:
+    """Check a delivery's rows and replace its bucket's partition of the inventory table."""
+    rows = normalised_delivery(spark, delivery, registry)
+    figures = delivery_figures(rows, delivery.source_bucket)
+    where = delivery.manifest_uri
+    if figures["foreign_rows"]:
+        raise InventoryDataError(
+            f"{where}: {figures['foreign_rows']} row(s) name bucket "
+            f"{figures['foreign_bucket']!r}, not the manifest's {delivery.source_bucket!r}"
+        )
+    if figures["keyless_rows"]:
+        raise InventoryDataError(f"{where}: {figures['keyless_rows']} row(s) have no key")
+    if figures["incomplete_rows"]:
+        raise InventoryDataError(
+            f"{where}: {figures['incomplete_rows']} object row(s) lack Size or LastModifiedDate"
+        )
+    (
+        rows.where(is_current_version())
+        .orderBy("key")  # contiguous key ranges per file: Delta's min/max stats skip most files
+        .write.format("delta")
+        .mode("overwrite")
+        # replaceWhere is dynamic partition overwrite of exactly this bucket, which also empties
+        # the partition when the bucket is now empty, and Delta checks every row against it.
+        .option("replaceWhere", f"bucket = '{_sql_string(delivery.source_bucket)}'")
+        .partitionBy("bucket")
+        .save(inventory_table)
+    )
+    return figures
+
+
+def _sql_string(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) -> IngestResult:
+    """Find, verify and load each source bucket's delivery; one bucket's failure spares the rest.
+
+    Example::
+
+        result = ingest(spark, s3_client(), IngestRequest(StorageLocation.parse("s3://inv/r"),
+                        ("lake",), "daily", "s3://inv/tables/inventory"), run_id="manual")
+    """
+    result = IngestResult()
+    for bucket in request.source_buckets:
+        started = time.monotonic()
+        outcome = BucketResult(bucket=bucket, status="failed")
+        try:
+            delivery = find_delivery(
+                s3, request.destination, bucket, request.config_id, request.inventory_date
+            )
+            outcome.manifest_key = delivery.manifest_key
+            outcome.data_files = len(delivery.files)
+            outcome.inventory_taken_at = delivery.inventory_taken_at.isoformat()
+            outcome.inventory_date = delivery.inventory_date
+            figures = load_delivery(spark, delivery, request.inventory_table, request.registry)
+            outcome.rows = figures["objects"]
+            outcome.bytes = figures["bytes"]
+            outcome.noncurrent_objects = figures["noncurrent_objects"]
+            outcome.noncurrent_bytes = figures["noncurrent_bytes"]
+            outcome.delete_markers = figures["delete_markers"]
+            outcome.status = "ok"
+        except InventoryVacuumError as error:
+            outcome.error = str(error)
+        except Exception as error:  # Spark/JVM failures: unreadable files, a bad table location
+            outcome.error = f"{_delivery_name(outcome, bucket)}: {spark_error_summary(error)}"
+        outcome.seconds = round(time.monotonic() - started, 3)
+        result.buckets.append(outcome)
+    if request.runs_table:
+        record_runs(spark, request.runs_table, run_id, result.buckets)
+    return result
+
+
+def _delivery_name(outcome: BucketResult, bucket: str) -> str:
+    return f"bucket {bucket} ({outcome.manifest_key})" if outcome.manifest_key else f"bucket {bucket}"
+
+
+def spark_error_summary(error: BaseException) -> str:
+    """The first meaningful line of a Spark/JVM error, without the stack trace."""
+    text = str(getattr(error, "desc", None) or error).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "Caused by:" in line or "Exception:" in line:
+            return line.split("Caused by:")[-1].strip()[:400]
+    return (lines[0] if lines else type(error).__name__)[:400]
+
+
+def record_runs(spark: SparkSession, runs_table: str, run_id: str, buckets: Sequence[BucketResult]) -> None:
+    """Append one ``inventory_runs`` row per bucket of this run."""
+    run_at = datetime.now(UTC)
+    rows = [
+        {
+            "run_id": run_id,
+            "run_at": run_at,
+            "bucket": b.bucket,
+            "status": b.status,
+            "manifest_key": b.manifest_key,
+            "inventory_date": date.fromisoformat(b.inventory_date) if b.inventory_date else None,
+            "inventory_taken_at": datetime.fromisoformat(b.inventory_taken_at)
+            if b.inventory_taken_at
+            else None,
+            "objects": b.rows,
+            "bytes": b.bytes,
+            "noncurrent_objects": b.noncurrent_objects,
+            "noncurrent_bytes": b.noncurrent_bytes,
+            "delete_markers": b.delete_markers,
+            "data_files": b.data_files,
+            "seconds": b.seconds,
+            "error": b.error,
+        }
+        for b in buckets
+    ]
+    append_rows(spark, runs_table, INVENTORY_RUNS_SCHEMA, rows)

@@ -1,0 +1,203 @@
+"""AWS S3 Inventory formats, and the normalised schema of the inventory Delta table.
+
+AWS writes Parquet and ORC with snake_case columns (``last_modified_date``) and CSV with no header,
+in the order its manifest's ``fileSchema`` names in CamelCase (``LastModifiedDate``). CSV keys are
+URL-encoded; Parquet and ORC keys are not. Everything here is a pure DataFrame transform.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from inventory.errors import DeliveryError
+from inventory.registry import TableRegistry
+
+FILE_FORMATS = ("CSV", "ORC", "Parquet")
+
+# What Delta's VACUUM ... USING INVENTORY requires: these names, this relative order, these
+# types, nullable, no column metadata (Delta compares the StructType for equality).
+VACUUM_INVENTORY_SCHEMA = StructType(
+    [
+        StructField("path", StringType()),
+        StructField("length", LongType()),
+        StructField("isDir", BooleanType()),
+        StructField("modificationTime", LongType()),
+    ]
+)
+
+INVENTORY_TABLE_SCHEMA = StructType(
+    [
+        *VACUUM_INVENTORY_SCHEMA.fields,
+        StructField("bucket", StringType()),
+        StructField("key", StringType()),
+        StructField("storage_class", StringType()),
+        StructField("e_tag", StringType()),
+        StructField("is_multipart_uploaded", BooleanType()),
+        StructField("encryption_status", StringType()),
+        StructField("intelligent_tiering_access_tier", StringType()),
+        StructField("version_id", StringType()),
+        StructField("is_latest", BooleanType()),
+        StructField("is_delete_marker", BooleanType()),
+        StructField("inventory_date", DateType()),
+        StructField("inventory_taken_at", TimestampType()),
+        StructField("table", StringType()),
+    ]
+)
+
+# Source columns we read, with the type each is normalised to. Any AWS may leave out.
+_SOURCE_TYPES = {
+    "bucket": StringType(),
+    "key": StringType(),
+    "version_id": StringType(),
+    "is_latest": BooleanType(),
+    "is_delete_marker": BooleanType(),
+    "size": LongType(),
+    "last_modified_date": TimestampType(),
+    "e_tag": StringType(),
+    "storage_class": StringType(),
+    "is_multipart_uploaded": BooleanType(),
+    "encryption_status": StringType(),
+    "intelligent_tiering_access_tier": StringType(),
+}
+REQUIRED_FIELDS = ("bucket", "key", "size")
+
+
+def snake_case(name: str) -> str:
+    """``LastModifiedDate`` -> ``last_modified_date``; ``ETag`` -> ``e_tag``; snake stays snake."""
+    name = name.strip()
+    if "_" in name or name.islower():
+        return name.lower()
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def file_schema_fields(file_format: str, file_schema: str) -> list[str]:
+    """The snake_case column names, in order, that a manifest's ``fileSchema`` declares.
+
+    CSV: ``"Bucket, Key, Size, ..."``; ORC: ``"struct<bucket:string,key:string,...>"``;
+    Parquet: ``"message s3.inventory { required binary bucket (STRING); ... }"``.
+    """
+    if file_format == "CSV":
+        names = [part for part in (p.strip() for p in file_schema.split(",")) if part]
+    elif file_format == "ORC":
+        names = re.findall(r"[<,]\s*([A-Za-z_][A-Za-z0-9_]*)\s*:", file_schema)
+    elif file_format == "Parquet":
+        names = re.findall(r"(?:required|optional|repeated)\s+\w+\s+([A-Za-z_][A-Za-z0-9_]*)", file_schema)
+    else:
+        raise DeliveryError(f"unknown fileFormat {file_format!r}; expected one of {FILE_FORMATS}")
+    return [snake_case(name) for name in names]
+
+
+def check_file_schema(fields: Sequence[str], where: str) -> None:
+    missing = [name for name in REQUIRED_FIELDS if name not in fields]
+    if missing:
+        readable = ", ".join({"bucket": "Bucket", "key": "Key", "size": "Size"}[m] for m in missing)
+        raise DeliveryError(f"{where}: fileSchema has no {readable} field")
+
+
+def csv_read_schema(fields: Sequence[str]) -> StructType:
+    """All-string schema for a header-less AWS CSV file, columns in fileSchema order."""
+    return StructType([StructField(name, StringType()) for name in fields])
+
+
+def _source_column(raw: DataFrame, name: str) -> Column:
+    columns = {snake_case(c): c for c in raw.columns}
+    target = _SOURCE_TYPES[name]
+    if name not in columns:
+        return F.lit(None).cast(target)
+    column = F.col(f"`{columns[name]}`")
+    source_type = raw.schema[columns[name]].dataType
+    if isinstance(target, TimestampType) and isinstance(source_type, StringType):
+        # CSV: ISO-8601 with milliseconds and a Z, e.g. 2024-01-15T10:20:30.000Z
+        return F.to_timestamp(column)
+    if isinstance(target, BooleanType) and isinstance(source_type, StringType):
+        return F.lower(F.trim(column)).cast(BooleanType())
+    return column.cast(target)
+
+
+def normalise(
+    raw: DataFrame,
+    *,
+    file_format: str,
+    inventory_date: str,
+    inventory_taken_at_ms: int,
+) -> DataFrame:
+    """Turn the rows of one AWS delivery into the inventory table's columns (``table`` null).
+
+    Keys are URL-decoded exactly once, and only for CSV (``+`` is a space there; a literal ``+``
+    arrives as ``%2B``). ``isDir`` is true only for keys ending in ``/``: S3 has no directories,
+    and a zero-byte object is a file. ``modificationTime`` is epoch milliseconds.
+    """
+    key = _source_column(raw, "key")
+    if file_format == "CSV":
+        key = F.url_decode(key)
+    last_modified = _source_column(raw, "last_modified_date")
+    bucket = _source_column(raw, "bucket")
+    columns = {
+        "path": F.concat(F.lit("s3://"), bucket, F.lit("/"), key),
+        "length": _source_column(raw, "size"),
+        "isDir": key.endswith("/"),
+        "modificationTime": F.unix_millis(last_modified),
+        "bucket": bucket,
+        "key": key,
+        **{
+            name: _source_column(raw, name)
+            for name in (
+                "storage_class",
+                "e_tag",
+                "is_multipart_uploaded",
+                "encryption_status",
+                "intelligent_tiering_access_tier",
+                "version_id",
+                "is_latest",
+                "is_delete_marker",
+            )
+        },
+        "inventory_date": F.lit(inventory_date).cast(DateType()),
+        "inventory_taken_at": F.timestamp_millis(F.lit(inventory_taken_at_ms)),
+        "table": F.lit(None).cast(StringType()),
+    }
+    return raw.select(*[columns[f.name].cast(f.dataType).alias(f.name) for f in INVENTORY_TABLE_SCHEMA])
+
+
+def is_current_version() -> Column:
+    """Rows that are the current version of a live object (unversioned inventories: all rows)."""
+    return F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False))
+
+
+def tag_owning_table(inventory: DataFrame, registry: TableRegistry | None) -> DataFrame:
+    """Set ``table`` to the registered table whose path holds each key, on a component boundary.
+
+    ``s3://b/w/events_v2/x`` does not belong to table ``s3://b/w/events``. Registered paths never
+    nest (the registry refuses it), so a key matches at most one table: the longest match.
+    """
+    if registry is None or not registry.tables:
+        return inventory
+    spark = inventory.sparkSession
+    prefixes = spark.createDataFrame(
+        [(t.location.bucket, t.location.key + "/", t.name) for t in registry.tables if t.location.is_s3],
+        "owner_bucket string, owner_prefix string, owner_name string",
+    )
+    joined = inventory.drop("table").join(
+        F.broadcast(prefixes),
+        (F.col("bucket") == F.col("owner_bucket")) & F.col("key").startswith(F.col("owner_prefix")),
+        "left",
+    )
+    return joined.select(
+        *[
+            (F.col("owner_name") if f.name == "table" else F.col(f.name)).alias(f.name)
+            for f in INVENTORY_TABLE_SCHEMA
+        ]
+    )

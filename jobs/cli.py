@@ -1,0 +1,219 @@
+"""The ``inventory-vacuum`` command line: parse, build the session, call the library, render.
+
+Exit codes: 0 success; 1 when any bucket or table failed or was refused (the others still ran);
+2 on usage and configuration errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from typing import TextIO
+
+from inventory.errors import InventoryVacuumError, UsageError
+from jobs.output import ConsoleOutput, JsonOutput, Output
+
+log = logging.getLogger("inventory_vacuum")
+
+
+def _date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="inventory-vacuum", description="Cheap, safe Delta Lake VACUUM on S3, driven by S3 Inventory."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="load S3 Inventory deliveries into the inventory Delta table")
+    ingest.add_argument("--destination", required=True, help="s3://BUCKET/PREFIX the inventory is delivered to")
+    ingest.add_argument("--source-bucket", required=True, action="append", dest="source_buckets", metavar="BUCKET")
+    ingest.add_argument("--config-id", required=True, help="the S3 Inventory configuration ID")
+    ingest.add_argument("--date", type=_date, help="delivery date YYYY-MM-DD (default: newest complete)")
+    ingest.add_argument("--inventory-table", required=True, help="location of the inventory Delta table")
+    ingest.add_argument("--tables", help="tables.yaml, to tag each object with its owning table")
+    ingest.add_argument("--runs-table", help="inventory_runs history location (default: beside the table)")
+    ingest.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+    snapshot = commands.add_parser("snapshot", help="write an S3 Inventory delivery from a live listing")
+    snapshot.add_argument("--bucket", required=True)
+    snapshot.add_argument("--destination", required=True, help="s3://BUCKET/PREFIX to deliver to")
+    snapshot.add_argument("--config-id", required=True)
+    snapshot.add_argument("--format", default="parquet", choices=["parquet", "csv", "orc"])
+    snapshot.add_argument("--versions", default="current", choices=["current", "all"])
+    snapshot.add_argument("--rows-per-file", type=_positive_int, default=250_000)
+    snapshot.add_argument("--json", action="store_true")
+
+    vacuum = commands.add_parser("vacuum", help="vacuum registered Delta tables using the inventory")
+    vacuum.add_argument("--inventory-table", required=True)
+    vacuum.add_argument("--tables", required=True, help="tables.yaml: the only tables vacuum may touch")
+    vacuum.add_argument("--table", action="append", dest="table_names", metavar="NAME")
+    vacuum.add_argument("--retain-hours", type=_hours)
+    vacuum.add_argument("--allow-unsafe-retention", action="store_true")
+    vacuum.add_argument("--dry-run", action="store_true")
+    vacuum.add_argument("--mode", default="inventory", choices=["inventory", "list", "lite"])
+    vacuum.add_argument("--delete-with", default="delta", choices=["delta", "batch"])
+    vacuum.add_argument("--max-inventory-age-hours", type=_hours, default=72.0)
+    vacuum.add_argument("--min-coverage", type=float, default=0.99, help=argparse.SUPPRESS)
+    vacuum.add_argument("--allow-versioned", action="store_true")
+    vacuum.add_argument("--report", help="also write the JSON report to this file")
+    vacuum.add_argument("--candidates", help="write the candidate list to this .parquet or .csv path")
+    vacuum.add_argument("--history-table", help="vacuum_runs location (default: beside the inventory table)")
+    vacuum.add_argument("--parallel", type=_positive_int, default=4)
+    vacuum.add_argument("--json", action="store_true")
+
+    demo = commands.add_parser("demo", help="run everything end to end on a local S3 server with demo data")
+    demo.add_argument("--workdir", default=".demo", help="where tables.yaml and reports are written")
+    demo.add_argument("--json", action="store_true")
+
+    commands.add_parser("fetch-jars", help="download the Delta and hadoop-aws jars into the local cache")
+    return parser
+
+
+def run(argv: Sequence[str] | None, out: TextIO) -> int:
+    """Run one command; results go to ``out``, logs to stderr. Returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    output: Output = JsonOutput(out) if getattr(args, "json", False) else ConsoleOutput(out)
+    try:
+        handler = {
+            "ingest": _ingest,
+            "snapshot": _snapshot,
+            "vacuum": _vacuum,
+            "demo": _demo,
+            "fetch-jars": _fetch_jars,
+        }[args.command]
+        return handler(args, output)
+    except InventoryVacuumError as error:
+        print(f"inventory-vacuum {args.command}: error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+def _ingest(args: argparse.Namespace, output: Output) -> int:
+    from inventory.history import default_history_location
+    from inventory.load import IngestRequest, ingest
+    from inventory.paths import StorageLocation
+    from inventory.registry import load_registry
+    from inventory.s3 import s3_client
+    from inventory.session import build_spark_session
+
+    destination = StorageLocation.parse(args.destination, what="--destination")
+    if not destination.is_s3:
+        raise UsageError(f"--destination {args.destination!r} must be an s3:// location")
+    StorageLocation.parse(args.inventory_table, what="--inventory-table")
+    registry = load_registry(args.tables) if args.tables else None
+    request = IngestRequest(
+        destination=destination,
+        source_buckets=tuple(dict.fromkeys(args.source_buckets)),
+        config_id=args.config_id,
+        inventory_table=args.inventory_table,
+        inventory_date=args.date,
+        registry=registry,
+        runs_table=args.runs_table or default_history_location(args.inventory_table, "inventory_runs"),
+    )
+    spark = build_spark_session("inventory-vacuum ingest")
+    result = ingest(spark, s3_client(), request, run_id=_run_id())
+    output.show("ingest", result)
+    return 0 if result.ok else 1
+
+
+def _snapshot(args: argparse.Namespace, output: Output) -> int:
+    from inventory.paths import StorageLocation
+    from inventory.report_writer import snapshot_bucket
+    from inventory.s3 import s3_client
+
+    destination = StorageLocation.parse(args.destination, what="--destination")
+    if not destination.is_s3:
+        raise UsageError(f"--destination {args.destination!r} must be an s3:// location")
+    result = snapshot_bucket(
+        s3_client(),
+        args.bucket,
+        destination,
+        args.config_id,
+        file_format=args.format,
+        versions=args.versions,
+        rows_per_file=args.rows_per_file,
+    )
+    output.show("snapshot", _AsDict(result))
+    return 0
+
+
+def _vacuum(args: argparse.Namespace, output: Output) -> int:
+    from jobs.vacuum_command import vacuum_command
+
+    return vacuum_command(args, output, run_id=_run_id())
+
+
+def _demo(args: argparse.Namespace, output: Output) -> int:
+    from jobs.demo import run_demo
+
+    return run_demo(args.workdir, output)
+
+
+def _fetch_jars(args: argparse.Namespace, output: Output) -> int:
+    from inventory.session import build_spark_session
+
+    spark = build_spark_session("inventory-vacuum fetch-jars")
+    spark.range(1).write.format("delta").mode("overwrite").save(f"/tmp/inventory-vacuum-jar-check-{uuid.uuid4()}")
+    print("Delta and hadoop-aws jars are in the local Ivy cache", file=sys.stderr)
+    return 0
+
+
+class _AsDict:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def to_dict(self) -> dict[str, object]:
+        from dataclasses import asdict
+
+        return asdict(self.value)  # type: ignore[call-overload, no-any-return]
+
+
+def _run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point. Only the result is printed on stdout: everything else (Spark's JVM
+    included, which shares this process's stdout) is sent to stderr, so ``--json`` stays clean."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    sys.stdout.flush()
+    result_stream = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    try:
+        return run(argv, result_stream)
+    finally:
+        result_stream.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Two renderers of the same result objects: human text and ``--json`` (one object on stdout)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol, TextIO
+
+
+class Result(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class Output(Protocol):
+    def show(self, command: str, result: Result) -> None: ...
+
+
+class JsonOutput:
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def show(self, command: str, result: Result) -> None:
+        self.stream.write(json.dumps(result.to_dict(), default=str) + "\n")
+        self.stream.flush()
+
+
+def _size(value: int | None) -> str:
+    amount = float(value or 0)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if amount < 1024 or unit == "TiB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{amount} B"
+
+
+class ConsoleOutput:
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def show(self, command: str, result: Result) -> None:
+        render = getattr(self, f"_{command.replace('-', '_')}", None)
+        lines = render(result.to_dict()) if render else [json.dumps(result.to_dict(), indent=2, default=str)]
+        self.stream.write("\n".join(lines) + "\n")
+        self.stream.flush()
+
+    def _ingest(self, data: dict[str, Any]) -> list[str]:
+        lines = []
+        for b in data["buckets"]:
+            if b["status"] == "ok":
+                extra = ""
+                if b["noncurrent_objects"] or b["delete_markers"]:
+                    extra = (
+                        f"; plus {b['noncurrent_objects']} noncurrent versions ({_size(b['noncurrent_bytes'])})"
+                        f" and {b['delete_markers']} delete markers, not loaded"
+                    )
+                lines.append(
+                    f"ok      {b['bucket']}: {b['rows']} objects, {_size(b['bytes'])} from {b['data_files']} "
+                    f"data file(s), inventory taken {b['inventory_taken_at']}{extra} ({b['seconds']:.1f}s)"
+                )
+            else:
+                lines.append(f"FAILED  {b['bucket']}: {b['error']}")
+        return lines
+
+    def _snapshot(self, data: dict[str, Any]) -> list[str]:
+        return [
+            f"wrote {data['file_format']} inventory of {data['bucket']}: {data['objects']} objects in "
+            f"{data['data_files']} data file(s); manifest {data['manifest_uri']}"
+        ]
+
+    def _vacuum(self, data: dict[str, Any]) -> list[str]:
+        lines = []
+        for t in data["tables"]:
+            verb = "would delete" if t["dry_run"] else "deleted"
+            if t["status"] == "ok":
+                lines.append(
+                    f"ok       {t['name']}: {verb} {t['files']} files, {_size(t['bytes'])} "
+                    f"(mode {t['mode']}, retention {t['retention_hours_effective']}h, "
+                    f"{t['delete_requests']} delete requests, {t['seconds']:.1f}s)"
+                )
+                for partition in t.get("partitions") or []:
+                    lines.append(
+                        f"           {partition['partition']}: {partition['files']} files, {_size(partition['bytes'])}"
+                    )
+                for warning in t.get("warnings") or []:
+                    lines.append(f"           warning: {warning}")
+            else:
+                lines.append(f"{t['status'].upper():8} {t['name']}: {t['reason']}")
+        return lines
