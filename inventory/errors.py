@@ -34,6 +34,8 @@ class InventoryDataError(InventoryVacuumError):
 class InventoryTableError(InventoryVacuumError):
     """The inventory Delta table is missing or does not have the expected shape."""
 
+    exit_code = 2
+
 
 class VacuumRefused(InventoryVacuumError):
     """A safety gate refused to vacuum a table; the message is the reason."""

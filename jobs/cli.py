@@ -55,8 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     ingest = commands.add_parser("ingest", help="load S3 Inventory deliveries into the inventory Delta table")
-    ingest.add_argument("--destination", required=True, help="s3://BUCKET/PREFIX the inventory is delivered to")
-    ingest.add_argument("--source-bucket", required=True, action="append", dest="source_buckets", metavar="BUCKET")
+    ingest.add_argument(
+        "--destination", required=True, help="s3://BUCKET/PREFIX the inventory is delivered to"
+    )
+    ingest.add_argument(
+        "--source-bucket", required=True, action="append", dest="source_buckets", metavar="BUCKET"
+    )
     ingest.add_argument("--config-id", required=True, help="the S3 Inventory configuration ID")
     ingest.add_argument("--date", type=_date, help="delivery date YYYY-MM-DD (default: newest complete)")
     ingest.add_argument("--inventory-table", required=True, help="location of the inventory Delta table")
@@ -168,9 +172,46 @@ def _snapshot(args: argparse.Namespace, output: Output) -> int:
 
 
 def _vacuum(args: argparse.Namespace, output: Output) -> int:
-    from jobs.vacuum_command import vacuum_command
+    import json
 
-    return vacuum_command(args, output, run_id=_run_id())
+    from inventory.history import default_history_location
+    from inventory.paths import StorageLocation
+    from inventory.registry import load_registry
+    from inventory.session import build_spark_session
+    from vacuum.runner import VacuumOptions, vacuum_tables, write_candidates
+
+    if args.mode != "inventory" and args.delete_with == "batch":
+        raise UsageError("--delete-with batch needs --mode inventory")
+    if args.candidates and not args.candidates.endswith((".parquet", ".csv")):
+        raise UsageError(f"--candidates {args.candidates!r} must end in .parquet or .csv")
+    if not 0 < args.min_coverage <= 1:
+        raise UsageError("--min-coverage must be in (0, 1]")
+    StorageLocation.parse(args.inventory_table, what="--inventory-table")
+    tables = load_registry(args.tables).select(args.table_names)
+    if not tables:
+        raise UsageError(f"{args.tables}: no enabled tables to vacuum")
+    options = VacuumOptions(
+        inventory_table=args.inventory_table,
+        mode=args.mode,
+        delete_with=args.delete_with,
+        dry_run=args.dry_run,
+        retain_hours=args.retain_hours,
+        allow_unsafe_retention=args.allow_unsafe_retention,
+        max_inventory_age_hours=args.max_inventory_age_hours,
+        min_coverage=args.min_coverage,
+        allow_versioned=args.allow_versioned,
+        parallel=args.parallel,
+        history_table=args.history_table or default_history_location(args.inventory_table, "vacuum_runs"),
+    )
+    spark = build_spark_session("inventory-vacuum vacuum")
+    result = vacuum_tables(spark, tables, options, run_id=_run_id())
+    if args.candidates:
+        write_candidates(result.tables, args.candidates)
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as report:
+            json.dump(result.to_dict(), report, indent=2, default=str)
+    output.show("vacuum", result)
+    return 0 if result.ok else 1
 
 
 def _demo(args: argparse.Namespace, output: Output) -> int:
@@ -183,7 +224,9 @@ def _fetch_jars(args: argparse.Namespace, output: Output) -> int:
     from inventory.session import build_spark_session
 
     spark = build_spark_session("inventory-vacuum fetch-jars")
-    spark.range(1).write.format("delta").mode("overwrite").save(f"/tmp/inventory-vacuum-jar-check-{uuid.uuid4()}")
+    spark.range(1).write.format("delta").mode("overwrite").save(
+        f"/tmp/inventory-vacuum-jar-check-{uuid.uuid4()}"
+    )
     print("Delta and hadoop-aws jars are in the local Ivy cache", file=sys.stderr)
     return 0
 

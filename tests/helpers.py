@@ -1,0 +1,93 @@
+"""Test helpers: run the command line in-process, build inventories of local tables."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from inventory.schema import INVENTORY_TABLE_SCHEMA
+from jobs.cli import run
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    """Run ``inventory-vacuum ARGV`` in this process (sharing the test SparkSession)."""
+    out = io.StringIO()
+    code = run(list(argv), out)
+    return code, out.getvalue()
+
+
+def cli_json(*argv: str) -> tuple[int, dict[str, Any]]:
+    code, text = cli(*argv, "--json")
+    return code, json.loads(text)
+
+
+def put(s3: Any, bucket: str, *keys: str, body: bytes = b"x") -> None:
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+
+
+def keys_of(s3: Any, bucket: str, prefix: str = "") -> set[str]:
+    keys: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys.update(o["Key"] for o in page.get("Contents", []))
+    return keys
+
+
+def local_files(root: Path) -> set[str]:
+    """Every file below ``root``, relative to it."""
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def backdate(root: Path, days: float) -> None:
+    """Set the modification time of every file below ``root`` ``days`` into the past."""
+    moment = datetime.now(UTC).timestamp() - days * 86400
+    for path in root.rglob("*"):
+        if path.is_file():
+            os.utime(path, (moment, moment))
+
+
+def write_local_inventory(
+    spark: SparkSession, root: Path, inventory_table: str, taken_at: datetime | None = None
+) -> None:
+    """An inventory of local files, the way S3 Inventory describes a bucket (bucket '' = local).
+
+    Stands in for an S3 Inventory delivery of a local file system, which AWS cannot produce.
+    """
+    taken_at = taken_at or datetime.now(UTC)
+    rows = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        key = str(path.resolve()).lstrip("/")
+        stat = path.stat()
+        rows.append(
+            (
+                f"file:/{key}",
+                stat.st_size,
+                False,
+                int(stat.st_mtime * 1000),
+                "",
+                key,
+                "STANDARD",
+                None,
+                False,
+                None,
+                None,
+                None,
+                None,
+                None,
+                taken_at.date(),
+                taken_at,
+                None,
+            )
+        )
+    frame = spark.createDataFrame(rows, INVENTORY_TABLE_SCHEMA)
+    frame.write.format("delta").mode("overwrite").option("replaceWhere", "bucket = ''").partitionBy(
+        "bucket"
+    ).save(inventory_table)

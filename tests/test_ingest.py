@@ -1,0 +1,466 @@
+"""Ingestion end to end: deliveries on the moto S3 server, real Spark, a real Delta table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import pytest
+from delta.tables import DeltaTable
+
+from inventory.paths import StorageLocation
+from inventory.report_writer import snapshot_bucket
+from inventory.schema import VACUUM_INVENTORY_SCHEMA
+from tests.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
+from tests.helpers import cli, cli_json, put
+
+SPECIAL_KEYS = [
+    "warehouse/events/date=2024-01-01/part-0.parquet",
+    "warehouse/events/city=São Paulo/a b+c%41=#.parquet",
+    "warehouse/events/日本/ключ/file.parquet",
+    "warehouse/events/empty-marker",  # zero bytes, still a file
+    "warehouse/events/folder/",  # a "directory" placeholder
+    "warehouse/events_v2/part-0.parquet",  # sibling sharing a name prefix
+    "other/x.txt",
+]
+
+
+def write_tables(tmp_path, bucket: str) -> str:
+    path = tmp_path / "tables.yaml"
+    path.write_text(
+        "tables:\n"
+        f"  - {{name: events, path: 's3a://{bucket}/warehouse/events', owner: growth}}\n"
+        f"  - {{name: events_v2, path: 's3://{bucket}/warehouse/events_v2', owner: ads}}\n"
+    )
+    return str(path)
+
+
+def ingest_args(inventory_bucket: str, table: str, *buckets: str, config: str = "daily", extra=()):
+    args = ["ingest", "--destination", f"s3://{inventory_bucket}/reports", "--config-id", config]
+    for b in buckets:
+        args += ["--source-bucket", b]
+    return [*args, "--inventory-table", table, *extra]
+
+
+def table_rows(spark, table: str, bucket: str | None = None):
+    frame = spark.read.format("delta").load(table)
+    if bucket:
+        frame = frame.where(frame.bucket == bucket)
+    return {r["key"]: r.asDict() for r in frame.collect()}
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "csv", "orc"])
+def test_snapshot_then_ingest_each_format(spark, s3, bucket_factory, tmp_path, file_format):
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    for key in SPECIAL_KEYS:
+        put(s3, source, key, body=b"" if key.endswith(("marker", "/")) else b"12345")
+    snapshot_bucket(
+        s3,
+        source,
+        StorageLocation.parse(f"s3://{inventory}/reports"),
+        "daily",
+        file_format=file_format,
+        rows_per_file=3,
+    )
+    table = f"s3://{inventory}/tables/inventory"
+    code, result = cli_json(
+        *ingest_args(inventory, table, source, extra=["--tables", write_tables(tmp_path, source)])
+    )
+    assert code == 0, result
+    [summary] = result["buckets"]
+    assert summary["status"] == "ok" and summary["rows"] == len(SPECIAL_KEYS)
+    assert summary["data_files"] == 3  # 7 objects, 3 rows per file
+    assert summary["bytes"] == 5 * 5
+    rows = table_rows(spark, table)
+    assert set(rows) == set(SPECIAL_KEYS)  # keys decoded exactly once, whatever the format
+    listed = {o["Key"]: o for o in s3.list_objects_v2(Bucket=source)["Contents"]}
+    for key, row in rows.items():
+        assert row["path"] == f"s3://{source}/{key}"
+        assert row["isDir"] is key.endswith("/")
+        assert row["length"] == listed[key]["Size"]
+        assert row["modificationTime"] == int(listed[key]["LastModified"].timestamp() * 1000)
+        assert row["storage_class"] == "STANDARD"
+        assert row["encryption_status"] is None  # not in this delivery: null, not an error
+        assert row["inventory_taken_at"] is not None
+    assert rows["warehouse/events/empty-marker"]["isDir"] is False
+    assert rows["warehouse/events/date=2024-01-01/part-0.parquet"]["table"] == "events"
+    assert rows["warehouse/events_v2/part-0.parquet"]["table"] == "events_v2"
+    assert rows["other/x.txt"]["table"] is None
+    schema = spark.read.format("delta").load(table).schema
+    assert schema.fields[:4] == VACUUM_INVENTORY_SCHEMA.fields  # exactly what USING INVENTORY accepts
+    assert all(not f.metadata for f in schema.fields[:4])
+    assert DeltaTable.forPath(spark, table).detail().first()["partitionColumns"] == ["bucket"]
+
+
+def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    rows = [
+        [source, "dir/a+b.txt", "3", "2024-01-15T10:20:30.123Z", "e1", "STANDARD", "false", "SSE-S3"],
+        [source, "dir/plus%2Bsign.txt", "4", "2024-01-15T10:20:30.000Z", "e2", "GLACIER", "true", "SSE-KMS"],
+        [
+            source,
+            "dir/pct%2541.txt",
+            "5",
+            "2024-01-15T10:20:30.000Z",
+            "e3",
+            "STANDARD_IA",
+            "false",
+            "NOT-SSE",
+        ],
+        [
+            source,
+            "dir/%E6%97%A5%20%3D%23.txt",
+            "0",
+            "2024-01-15T10:20:30.000Z",
+            "e4",
+            "STANDARD",
+            "false",
+            "SSE-S3",
+        ],
+        [source, "dir/sub/", "0", "2024-01-15T10:20:30.000Z", "e5", "STANDARD", "false", "SSE-S3"],
+    ]
+    put_delivery(
+        s3,
+        inventory,
+        source,
+        "daily",
+        "2024-01-16T01-00Z",
+        {"a.csv.gz": csv_gz(rows[:3]), "b.csv.gz": csv_gz(rows[3:])},
+        prefix="reports",
+    )
+    table = f"s3://{inventory}/tables/inventory"
+    code, result = cli_json(*ingest_args(inventory, table, source))
+    assert code == 0, result
+    loaded = table_rows(spark, table)
+    assert set(loaded) == {"dir/a b.txt", "dir/plus+sign.txt", "dir/pct%41.txt", "dir/日 =#.txt", "dir/sub/"}
+    assert loaded["dir/a b.txt"]["modificationTime"] == int(
+        datetime(2024, 1, 15, 10, 20, 30, 123000, tzinfo=UTC).timestamp() * 1000
+    )
+    assert loaded["dir/plus+sign.txt"]["storage_class"] == "GLACIER"
+    assert loaded["dir/plus+sign.txt"]["is_multipart_uploaded"] is True
+    assert loaded["dir/pct%41.txt"]["encryption_status"] == "NOT-SSE"
+    assert loaded["dir/sub/"]["isDir"] is True and loaded["dir/日 =#.txt"]["isDir"] is False
+    assert str(loaded["dir/a b.txt"]["inventory_date"]) == "2024-01-16"
+    assert result["buckets"][0]["inventory_taken_at"].startswith("2024-01-16T01:00:00")
+
+
+def test_hand_written_versioned_parquet_keeps_current_versions_and_counts_the_rest(spark, s3, bucket_factory):
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    moment = datetime(2024, 1, 15, tzinfo=UTC)
+    rows = [
+        {
+            "bucket": source,
+            "key": "t/a",
+            "version_id": "v2",
+            "is_latest": True,
+            "is_delete_marker": False,
+            "size": 10,
+            "last_modified_date": moment,
+        },
+        {
+            "bucket": source,
+            "key": "t/a",
+            "version_id": "v1",
+            "is_latest": False,
+            "is_delete_marker": False,
+            "size": 7,
+            "last_modified_date": moment,
+        },
+        {
+            "bucket": source,
+            "key": "t/b",
+            "version_id": "v3",
+            "is_latest": True,
+            "is_delete_marker": True,
+            "size": None,
+            "last_modified_date": moment,
+        },
+        {
+            "bucket": source,
+            "key": "t/b",
+            "version_id": "v0",
+            "is_latest": False,
+            "is_delete_marker": False,
+            "size": 5,
+            "last_modified_date": moment,
+        },
+        {
+            "bucket": source,
+            "key": "t/c",
+            "version_id": "v4",
+            "is_latest": True,
+            "is_delete_marker": False,
+            "size": 1,
+            "last_modified_date": moment,
+            "intelligent_tiering_access_tier": "ARCHIVE_ACCESS",
+        },
+    ]
+    put_delivery(
+        s3,
+        inventory,
+        source,
+        "daily",
+        "2024-01-16T01-00Z",
+        {"a.parquet": aws_parquet(rows)},
+        prefix="reports",
+        file_format="Parquet",
+        file_schema=PARQUET_SCHEMA,
+    )
+    table = f"s3://{inventory}/tables/inventory"
+    code, result = cli_json(*ingest_args(inventory, table, source))
+    assert code == 0, result
+    summary = result["buckets"][0]
+    assert (summary["rows"], summary["bytes"]) == (2, 11)
+    assert (summary["noncurrent_objects"], summary["noncurrent_bytes"], summary["delete_markers"]) == (
+        2,
+        12,
+        1,
+    )
+    loaded = table_rows(spark, table)
+    assert set(loaded) == {"t/a", "t/c"}
+    assert loaded["t/a"]["version_id"] == "v2"
+    assert loaded["t/c"]["intelligent_tiering_access_tier"] == "ARCHIVE_ACCESS"
+
+
+def test_versioned_bucket_snapshot_with_all_versions(spark, s3, bucket_factory):
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    s3.put_bucket_versioning(Bucket=source, VersioningConfiguration={"Status": "Enabled"})
+    put(s3, source, "t/a", body=b"old")
+    put(s3, source, "t/a", body=b"newer")
+    put(s3, source, "t/b", body=b"gone")
+    s3.delete_object(Bucket=source, Key="t/b")
+    snapshot_bucket(
+        s3,
+        source,
+        StorageLocation.parse(f"s3://{inventory}/reports"),
+        "daily",
+        file_format="orc",
+        versions="all",
+    )
+    table = f"s3://{inventory}/tables/inventory"
+    code, result = cli_json(*ingest_args(inventory, table, source))
+    assert code == 0, result
+    summary = result["buckets"][0]
+    assert (summary["rows"], summary["bytes"]) == (1, 5)
+    assert (summary["noncurrent_objects"], summary["noncurrent_bytes"], summary["delete_markers"]) == (
+        2,
+        7,
+        1,
+    )
+    assert set(table_rows(spark, table)) == {"t/a"}
+
+
+def test_rerun_is_idempotent_and_other_buckets_are_untouched(spark, s3, bucket_factory):
+    first, second, inventory = bucket_factory("one"), bucket_factory("two"), bucket_factory("inv")
+    put(s3, first, "a/1", "a/2")
+    put(s3, second, "b/1")
+    destination = StorageLocation.parse(f"s3://{inventory}/reports")
+    for b in (first, second):
+        snapshot_bucket(s3, b, destination, "daily")
+    table = f"s3://{inventory}/tables/inventory"
+    assert cli_json(*ingest_args(inventory, table, first, second))[0] == 0
+    second_files = {
+        f for f in spark.read.format("delta").load(table).where(f"bucket = '{second}'").inputFiles()
+    }
+    code, result = cli_json(*ingest_args(inventory, table, first))
+    assert code == 0 and result["buckets"][0]["rows"] == 2
+    assert set(table_rows(spark, table, first)) == {"a/1", "a/2"}  # replaced, not appended
+    assert (
+        set(spark.read.format("delta").load(table).where(f"bucket = '{second}'").inputFiles()) == second_files
+    )
+    # a newer delivery replaces the bucket's partition, including objects that disappeared
+    s3.delete_object(Bucket=first, Key="a/2")
+    snapshot_bucket(
+        s3,
+        first,
+        destination,
+        "daily",
+        taken_at=datetime.now(UTC).replace(second=0, microsecond=0).replace(year=2030),
+    )
+    assert cli_json(*ingest_args(inventory, table, first))[0] == 0
+    assert set(table_rows(spark, table, first)) == {"a/1"}
+    runs = spark.read.format("delta").load(f"s3://{inventory}/tables/inventory_runs").collect()
+    assert sorted(r["bucket"] for r in runs) == sorted([first, second, first, first])
+    assert all(r["status"] == "ok" and r["inventory_taken_at"] is not None for r in runs)
+
+
+def test_an_emptied_bucket_empties_its_partition(spark, s3, bucket_factory):
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    put(s3, source, "a/1")
+    destination = StorageLocation.parse(f"s3://{inventory}/reports")
+    snapshot_bucket(s3, source, destination, "daily", taken_at=datetime(2024, 1, 1, tzinfo=UTC))
+    table = f"s3://{inventory}/tables/inventory"
+    assert cli_json(*ingest_args(inventory, table, source))[0] == 0
+    s3.delete_object(Bucket=source, Key="a/1")
+    snapshot_bucket(s3, source, destination, "daily", taken_at=datetime(2024, 1, 2, tzinfo=UTC))
+    code, result = cli_json(*ingest_args(inventory, table, source))
+    assert code == 0 and result["buckets"][0]["rows"] == 0
+    assert table_rows(spark, table, source) == {}
+
+
+GOOD_ROW = ["{b}", "k/1", "3", "2024-01-15T00:00:00.000Z", "e", "STANDARD", "false", "SSE-S3"]
+
+
+def _bad_deliveries(source: str):
+    good = [[v.format(b=source) for v in GOOD_ROW]]
+    foreign = [["someone-else", "k/2", "3", "2024-01-15T00:00:00.000Z", "e", "STANDARD", "false", "SSE-S3"]]
+    return {
+        "corrupt-gzip": ({"a.csv.gz": b"not gzip at all"}, {}, "a.csv.gz|gzip|Not in GZIP|incorrect header"),
+        "corrupt-parquet": (
+            {"a.parquet": b"PAR1 garbage PAR1"},
+            {"file_format": "Parquet", "file_schema": PARQUET_SCHEMA},
+            "a.parquet|parquet|Parquet",
+        ),
+        "corrupt-orc": (
+            {"a.orc": b"ORC garbage"},
+            {"file_format": "ORC", "file_schema": "struct<bucket:string,key:string,size:bigint>"},
+            "orc|ORC|Malformed",
+        ),
+        "foreign-rows": ({"a.csv.gz": csv_gz(good + foreign)}, {}, "name bucket 'someone-else'"),
+        "too-many-columns": ({"a.csv.gz": csv_gz([good[0] + ["extra"]])}, {}, "Malformed|malformed|FAILFAST"),
+        "too-few-columns": (
+            {"a.csv.gz": csv_gz([good[0][:2]])},
+            {},
+            "lack Size or LastModifiedDate|Malformed",
+        ),
+        "checksum": ({"a.csv.gz": csv_gz(good)}, {"checksum": "f" * 32}, "does not match manifest.checksum"),
+        "no-key-field": (
+            {"a.csv.gz": csv_gz(good)},
+            {"file_schema": "Bucket, Size"},
+            "fileSchema has no Key",
+        ),
+        "unknown-format": ({"a.csv.gz": csv_gz(good)}, {"file_format": "JSON"}, "unknown fileFormat 'JSON'"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "corrupt-gzip",
+        "corrupt-parquet",
+        "corrupt-orc",
+        "foreign-rows",
+        "too-many-columns",
+        "too-few-columns",
+        "checksum",
+        "no-key-field",
+        "unknown-format",
+    ],
+)
+def test_bad_delivery_fails_its_bucket_and_leaves_the_table_as_it_was(spark, s3, bucket_factory, case):
+    source, healthy, inventory = bucket_factory("src"), bucket_factory("ok"), bucket_factory("inv")
+    table = f"s3://{inventory}/tables/inventory"
+    good = [[v.format(b=source) for v in GOOD_ROW]]
+    put_delivery(
+        s3, inventory, source, "daily", "2024-01-15T01-00Z", {"good.csv.gz": csv_gz(good)}, prefix="reports"
+    )
+    assert cli_json(*ingest_args(inventory, table, source))[0] == 0
+    version_before = DeltaTable.forPath(spark, table).history(1).first()["version"]
+    put(s3, healthy, "h/1")
+    snapshot_bucket(s3, healthy, StorageLocation.parse(f"s3://{inventory}/reports"), "daily")
+    files, options, message = _bad_deliveries(source)[case]
+    put_delivery(s3, inventory, source, "daily", "2024-01-16T01-00Z", files, prefix="reports", **options)
+
+    code, result = cli_json(*ingest_args(inventory, table, source, healthy))
+
+    assert code == 1
+    failed, ok = result["buckets"]
+    assert failed["status"] == "failed" and ok["status"] == "ok"
+    assert "2024-01-16T01-00Z/manifest.json" in failed["error"]
+    assert "\n" not in failed["error"]
+    assert any(part in failed["error"] for part in message.split("|")), failed["error"]
+    # the failed bucket's partition is exactly as before; the healthy bucket was still loaded
+    assert set(table_rows(spark, table, source)) == {"k/1"}
+    assert set(table_rows(spark, table, healthy)) == {"h/1"}
+    history = DeltaTable.forPath(spark, table).history().collect()
+    assert [h["version"] for h in history if h["version"] > version_before] == [
+        version_before + 1
+    ]  # only the healthy bucket
+
+
+def test_no_delivery_for_date_fails_without_writing(spark, s3, bucket_factory):
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    table = f"s3://{inventory}/tables/inventory"
+    code, result = cli_json(*ingest_args(inventory, table, source, extra=["--date", "2024-03-01"]))
+    assert code == 1
+    assert "no complete S3 Inventory delivery for 2024-03-01" in result["buckets"][0]["error"]
+    assert not DeltaTable.isDeltaTable(spark, table)
+
+
+def test_usage_and_config_errors_exit_2(tmp_path, capsys):
+    bad = tmp_path / "tables.yaml"
+    bad.write_text("tables: [{name: a, path: ftp://x/y, owner: o}]")
+    code, out = cli(*ingest_args("inv", "s3://inv/t", "src", extra=["--tables", str(bad)]))
+    assert code == 2 and out == ""
+    assert "tables.yaml: table 'a': path 'ftp://x/y' must start with s3://" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli(*ingest_args("inv", "s3://inv/t", "src", extra=["--date", "15/01/2024"]))
+    assert exit_info.value.code == 2
+    code, _ = cli(*ingest_args("inv", "hdfs://nn/t", "src"))
+    assert code == 2
+
+
+def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint):
+    """The installed command, as a user runs it, in its own process and JVM."""
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    put(s3, source, "x/1")
+    snapshot = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jobs.cli",
+            "snapshot",
+            "--bucket",
+            source,
+            "--destination",
+            f"s3://{inventory}/r",
+            "--config-id",
+            "c",
+            "--format",
+            "csv",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert snapshot.returncode == 0, snapshot.stderr
+    assert json.loads(snapshot.stdout)["objects"] == 1
+    completed = subprocess.run(
+        [
+            "inventory-vacuum",
+            "ingest",
+            "--destination",
+            f"s3://{inventory}/r",
+            "--source-bucket",
+            source,
+            "--source-bucket",
+            "missing-bucket",
+            "--config-id",
+            "c",
+            "--inventory-table",
+            f"s3a://{inventory}/inventory",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 1, completed.stderr[-2000:]
+    result = json.loads(completed.stdout)  # nothing but the JSON object on stdout
+    assert [b["status"] for b in result["buckets"]] == ["ok", "failed"]
+    assert set(result["buckets"][0]) >= {
+        "bucket",
+        "status",
+        "rows",
+        "bytes",
+        "data_files",
+        "manifest_key",
+        "inventory_taken_at",
+        "seconds",
+        "error",
+    }

@@ -1,0 +1,1 @@
+"""Inventory-driven, gated VACUUM of registered Delta tables."""

@@ -1,0 +1,75 @@
+"""The ``vacuum_runs`` history: one row per table per run, appended to a Delta table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from inventory.history import append_rows
+
+if TYPE_CHECKING:
+    from vacuum.runner import TableRun
+
+VACUUM_RUNS_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType()),
+        StructField("run_at", TimestampType()),
+        StructField("table", StringType()),
+        StructField("path", StringType()),
+        StructField("table_version", LongType()),
+        StructField("mode", StringType()),
+        StructField("delete_with", StringType()),
+        StructField("dry_run", BooleanType()),
+        StructField("retention_hours", DoubleType()),
+        StructField("inventory_taken_at", TimestampType()),
+        StructField("coverage", DoubleType()),
+        StructField("files", LongType()),
+        StructField("bytes", LongType()),
+        StructField("delete_requests", LongType()),
+        StructField("seconds", DoubleType()),
+        StructField("status", StringType()),
+        StructField("reason", StringType()),
+    ]
+)
+
+
+def record_vacuum_runs(spark: SparkSession, location: str, run_id: str, runs: Sequence[TableRun]) -> None:
+    """Append one ``vacuum_runs`` row per table of this run."""
+    run_at = datetime.now(UTC)
+    rows = [
+        {
+            "run_id": run_id,
+            "run_at": run_at,
+            "table": run.name,
+            "path": run.path,
+            "table_version": run.table_version,
+            "mode": run.mode,
+            "delete_with": run.delete_with,
+            "dry_run": run.dry_run,
+            "retention_hours": run.retention_hours_effective,
+            "inventory_taken_at": datetime.fromisoformat(run.inventory_taken_at)
+            if run.inventory_taken_at
+            else None,
+            "coverage": run.coverage,
+            "files": run.files,
+            "bytes": run.bytes,
+            "delete_requests": run.delete_requests,
+            "seconds": run.seconds,
+            "status": run.status,
+            "reason": run.reason,
+        }
+        for run in runs
+    ]
+    append_rows(spark, location, VACUUM_RUNS_SCHEMA, rows)

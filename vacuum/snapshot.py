@@ -1,0 +1,70 @@
+"""What the vacuum needs to know about a Delta table, read from Delta itself.
+
+There is no public Python API for a snapshot's file list, its retention or its qualified location,
+so these few facts come from Delta's JVM classes (``DeltaLog.forTableWithSnapshot``): the same
+objects Delta's own VACUUM uses, so planning and VACUUM agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from inventory.errors import VacuumRefused
+
+_SEPARATOR = "\u0001"
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One snapshot of a Delta table, as VACUUM would see it."""
+
+    uri: str
+    qualified_location: str  # what Delta prefixes inventory paths with: s3a://b/t, file:/tmp/t
+    version: int
+    partition_columns: tuple[str, ...]
+    retention_millis: int  # delta.deletedFileRetentionDuration
+    iceberg_enabled: bool  # UniForm: the metadata/ folder belongs to Iceberg
+
+    @property
+    def retention_hours(self) -> float:
+        return self.retention_millis / 3_600_000
+
+
+def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFrame]:
+    """The newest snapshot of the table at ``uri`` and a DataFrame of its live files.
+
+    The files frame has Delta's ``AddFile`` columns: ``path`` (relative and URL-encoded, or
+    absolute for files outside the table), ``size`` and ``modificationTime``.
+    """
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    delta = jvm.org.apache.spark.sql.delta
+    pair = delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, uri)  # type: ignore[attr-defined]
+    delta_log, snapshot = pair._1(), pair._2()
+    if snapshot.version() < 0:
+        raise VacuumRefused(f"{uri} is not a Delta table (no _delta_log)")
+    data_path = delta_log.dataPath()
+    file_system = data_path.getFileSystem(delta_log.newDeltaHadoopConf())
+    metadata = snapshot.metadata()
+    partitions = metadata.partitionColumns().mkString(_SEPARATOR)
+    state = TableState(
+        uri=uri,
+        qualified_location=file_system.makeQualified(data_path).toString(),
+        version=int(snapshot.version()),
+        partition_columns=tuple(p for p in partitions.split(_SEPARATOR) if p),
+        retention_millis=int(delta.DeltaLog.tombstoneRetentionMillis(metadata)),
+        iceberg_enabled=bool(delta.UniversalFormat.icebergEnabled(metadata)),
+    )
+    files = DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size", "modificationTime")
+    return state, files
+
+
+def decoded_relative_path(column: str = "path") -> F.Column:
+    """Delta's URL-encoded relative ``AddFile.path`` as the raw key suffix S3 Inventory shows.
+
+    Delta encodes with ``java.net.URI`` (a space is ``%20``, ``+`` stays ``+``); ``url_decode``
+    reads ``+`` as a space, so a literal ``+`` is protected first.
+    """
+    return F.url_decode(F.replace(F.col(column), F.lit("+"), F.lit("%2B")))
