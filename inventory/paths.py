@@ -13,7 +13,8 @@ from inventory.errors import ConfigError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 SUPPORTED_SCHEMES = (*S3_SCHEMES, "file")
-LOCAL_BUCKET = ""
+# Local paths share one pseudo-bucket; "_" is not allowed in S3 bucket names, so it never clashes.
+LOCAL_BUCKET = "_local"
 
 
 @dataclass(frozen=True)

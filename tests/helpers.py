@@ -11,6 +11,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from inventory.paths import LOCAL_BUCKET
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.cli import run
 
@@ -55,7 +56,7 @@ def backdate(root: Path, days: float) -> None:
 def write_local_inventory(
     spark: SparkSession, root: Path, inventory_table: str, taken_at: datetime | None = None
 ) -> None:
-    """An inventory of local files, the way S3 Inventory describes a bucket (bucket '' = local).
+    """An inventory of local files, the way S3 Inventory describes a bucket (bucket _local).
 
     Stands in for an S3 Inventory delivery of a local file system, which AWS cannot produce.
     """
@@ -72,7 +73,7 @@ def write_local_inventory(
                 stat.st_size,
                 False,
                 int(stat.st_mtime * 1000),
-                "",
+                LOCAL_BUCKET,
                 key,
                 "STANDARD",
                 None,
@@ -88,6 +89,6 @@ def write_local_inventory(
             )
         )
     frame = spark.createDataFrame(rows, INVENTORY_TABLE_SCHEMA)
-    frame.write.format("delta").mode("overwrite").option("replaceWhere", "bucket = ''").partitionBy(
-        "bucket"
-    ).save(inventory_table)
+    frame.write.format("delta").mode("overwrite").option(
+        "replaceWhere", f"bucket = '{LOCAL_BUCKET}'"
+    ).partitionBy("bucket").save(inventory_table)

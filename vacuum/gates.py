@@ -43,7 +43,7 @@ def check_inventory_present(objects_under_table: int, bucket: str, table_locatio
     """An inventory with nothing under the table's path describes some other place."""
     if objects_under_table == 0:
         raise VacuumRefused(
-            f"the inventory has no objects under {table_location} (bucket {bucket or 'local'}): "
+            f"the inventory has no objects under {table_location} (bucket {bucket}): "
             "wrong bucket, prefix or scheme, or the bucket's inventory is not loaded"
         )
 
@@ -51,11 +51,11 @@ def check_inventory_present(objects_under_table: int, bucket: str, table_locatio
 def check_freshness(taken_at: datetime | None, now: datetime, max_age_hours: float, bucket: str) -> float:
     """Refuse an inventory older than ``max_age_hours``; return its age in hours."""
     if taken_at is None:
-        raise VacuumRefused(f"the inventory table has no rows for bucket {bucket or 'local'}")
+        raise VacuumRefused(f"the inventory table has no rows for bucket {bucket}")
     age_hours = (now - taken_at).total_seconds() / 3600
     if age_hours > max_age_hours:
         raise VacuumRefused(
-            f"inventory of bucket {bucket or 'local'} was taken {age_hours:.1f}h ago "
+            f"inventory of bucket {bucket} was taken {age_hours:.1f}h ago "
             f"(at {taken_at.isoformat()}), older than --max-inventory-age-hours {max_age_hours:g}"
         )
     return age_hours
