@@ -1,0 +1,379 @@
+"""Vacuum through s3a on the moto S3 server: the real S3 protocol end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from inventory.paths import StorageLocation
+from inventory.registry import parse_registry
+from inventory.report_writer import snapshot_bucket
+from tests.helpers import cli, cli_json, keys_of, put
+from tests.tables import referenced_files
+
+HIDDEN_AND_NEIGHBOURS = [
+    "events/day=2024-01-01/_SUCCESS",
+    "events/day=2024-01-01/.hidden",
+    "events/_tmp/scratch",
+    "events_v2/part-0.parquet",  # sibling table sharing the name prefix
+    "elsewhere/file.bin",
+]
+JUNK = ["events/day=2024-01-01/orphan.parquet", "events/orphan-at-root.parquet"]
+
+
+def make_table(spark, bucket: str, name: str = "events", retention: str = "interval 2 seconds") -> str:
+    """A partitioned table on S3 whose overwrite leaves removed files behind."""
+    uri = f"s3a://{bucket}/{name}"
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id BIGINT, day STRING) USING delta PARTITIONED BY (day) "
+        f"TBLPROPERTIES ('delta.deletedFileRetentionDuration' = '{retention}')"
+    )
+    frame = spark.createDataFrame([(i, f"2024-01-0{i % 2 + 1}") for i in range(10)], "id bigint, day string")
+    frame.write.format("delta").mode("append").save(uri)
+    frame.where("day = '2024-01-01'").write.format("delta").mode("overwrite").option(
+        "replaceWhere", "day = '2024-01-01'"
+    ).save(uri)
+    return uri
+
+
+def registry_file(tmp_path: Path, entries: dict[str, str]) -> str:
+    path = tmp_path / "tables.yaml"
+    path.write_text(
+        "tables:\n" + "".join(f"  - {{name: {n}, path: '{p}', owner: team}}\n" for n, p in entries.items())
+    )
+    parse_registry(path.read_text())
+    return str(path)
+
+
+def take_inventory(s3, source: str, inventory_bucket: str, table: str) -> None:
+    snapshot_bucket(s3, source, StorageLocation.parse(f"s3://{inventory_bucket}/reports"), "daily")
+    code, result = cli_json(
+        "ingest",
+        "--destination",
+        f"s3://{inventory_bucket}/reports",
+        "--source-bucket",
+        source,
+        "--config-id",
+        "daily",
+        "--inventory-table",
+        table,
+    )
+    assert code == 0, result
+
+
+def referenced_keys(spark, uri: str) -> set[str]:
+    return {p.lstrip("/") for p in referenced_files(spark, uri)}
+
+
+@pytest.fixture
+def lake(spark, s3, bucket_factory, tmp_path):
+    """A bucket with a vacuumable table, junk, hidden files and a neighbour; inventory loaded."""
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uri = make_table(spark, source)
+    put(s3, source, *HIDDEN_AND_NEIGHBOURS, *JUNK)
+    time.sleep(3)  # the overwrite's removed files are now outside the 2-second retention
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    return {
+        "bucket": source,
+        "uri": uri,
+        "inventory": inventory,
+        "inventory_bucket": inventory_bucket,
+        "tmp": tmp_path,
+    }
+
+
+def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake):
+    # registered as s3:// while Spark wrote it as s3a://; the inventory holds s3:// paths
+    registry = registry_file(lake["tmp"], {"events": f"s3://{lake['bucket']}/events"})
+    before = keys_of(s3, lake["bucket"])
+    live = referenced_keys(spark, lake["uri"])
+    expected = {
+        k
+        for k in before
+        if k.startswith("events/")
+        and "/_" not in "/" + k[len("events/") :]
+        and "/." not in "/" + k[len("events/") :]
+    } - live
+    assert set(JUNK) <= expected and len(expected) > len(JUNK)  # removed data files too
+    rows_before = spark.read.format("delta").load(lake["uri"]).count()
+
+    code, dry = cli_json("vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--dry-run")
+    assert code == 0, dry["tables"][0]["reason"]
+    assert dry["tables"][0]["files"] == len(expected)
+    assert keys_of(s3, lake["bucket"]) == before  # a dry run deletes nothing
+
+    code, result = cli_json("vacuum", "--inventory-table", lake["inventory"], "--tables", registry)
+    assert code == 0, result["tables"][0]["reason"]
+    after = keys_of(s3, lake["bucket"])
+    assert before - after == expected
+    assert set(HIDDEN_AND_NEIGHBOURS) <= after
+    assert result["tables"][0]["files"] == len(expected)
+    assert spark.read.format("delta").load(lake["uri"]).count() == rows_before
+
+
+def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_factory, tmp_path):
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    first, second = make_table(spark, source, "one"), make_table(spark, source, "two")
+    put(
+        s3,
+        source,
+        "one/junk.bin",
+        "two/junk.bin",
+        "one/day=2024-01-02/_SUCCESS",
+        "two/day=2024-01-02/_SUCCESS",
+    )
+    time.sleep(3)
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    registry = registry_file(tmp_path, {"one": first, "two": second})
+    before = keys_of(s3, source)
+    expected_one = {
+        k for k in before if k.startswith("one/") and "_" not in k.split("/")[-1][:1] and "/_" not in k
+    } - referenced_keys(spark, first)
+
+    code, batch = cli_json(
+        "vacuum",
+        "--inventory-table",
+        inventory,
+        "--tables",
+        registry,
+        "--table",
+        "one",
+        "--delete-with",
+        "batch",
+    )
+    assert code == 0, batch["tables"][0]["reason"]
+    code, delta = cli_json(
+        "vacuum",
+        "--inventory-table",
+        inventory,
+        "--tables",
+        registry,
+        "--table",
+        "two",
+        "--delete-with",
+        "delta",
+    )
+    assert code == 0, delta["tables"][0]["reason"]
+
+    [b], [d] = batch["tables"], delta["tables"]
+    assert (b["files"], b["bytes"]) == (d["files"], d["bytes"]) == (len(expected_one), b["bytes"])
+    assert b["bytes"] > 0
+    assert b["delete_requests"] <= 2 and d["delete_requests"] == d["files"]  # 1000 keys a request vs one each
+    assert (
+        before - keys_of(s3, source, "one/") - {k for k in before if not k.startswith("one/")} == expected_one
+    )
+    assert keys_of(s3, source, "one/day=2024-01-02/_SUCCESS")
+    assert (
+        spark.read.format("delta").load(first).count()
+        == spark.read.format("delta").load(second).count()
+        == 10
+    )
+
+
+def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lake):
+    from vacuum.plan import (
+        candidate_details,
+        delta_inventory,
+        dry_run_candidates,
+        inventory_slice,
+        temporary_view,
+        vacuum_sql,
+    )
+    from vacuum.runner import TableRun, _delete_batch, _summarise, read_inventory
+    from vacuum.snapshot import load_table_state
+
+    location = StorageLocation.parse(lake["uri"])
+    state, _ = load_table_state(spark, lake["uri"])
+    frame = inventory_slice(read_inventory(spark, lake["inventory"]), location, state)
+    with temporary_view(delta_inventory(frame)) as view:
+        sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=view)
+        planned = candidate_details(dry_run_candidates(spark, sql), frame, state)
+        planned_paths = {r["path"] for r in planned.collect()}
+        run = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
+        _summarise(planned, run)
+        # between planning and deleting, RESTORE makes the overwritten files live again
+        spark.sql(f"RESTORE TABLE delta.`{lake['uri']}` TO VERSION AS OF 1")
+        restored_count = spark.read.format("delta").load(lake["uri"]).count()
+        _delete_batch(spark, planned, sql, run)
+    remaining = keys_of(s3, lake["bucket"])
+    assert set(JUNK).isdisjoint(remaining)  # still garbage: deleted
+    assert run.files == len(JUNK) < len(planned_paths)
+    assert run.warnings and "live again" in run.warnings[0]
+    assert spark.read.format("delta").load(lake["uri"]).count() == restored_count  # nothing live was lost
+
+
+def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, bucket_factory):
+    tmp = lake["tmp"]
+    other = bucket_factory("later")
+    late_uri = make_table(spark, lake["bucket"], "created_after_inventory")
+    never_inventoried = make_table(spark, other, "t")
+    put(s3, lake["bucket"], "not_delta/file.parquet")
+    registry = registry_file(
+        tmp,
+        {
+            "events": lake["uri"],
+            "late": late_uri,
+            "other_bucket": never_inventoried,
+            "not_delta": f"s3://{lake['bucket']}/not_delta",
+        },
+    )
+    code, result = cli_json(
+        "vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--dry-run"
+    )
+    assert code == 1
+    by_name = {t["name"]: t for t in result["tables"]}
+    assert by_name["events"]["status"] == "ok"
+    assert by_name["late"]["status"] == "refused" and "no objects under" in by_name["late"]["reason"]
+    assert (
+        by_name["other_bucket"]["status"] == "refused"
+        and f"no rows for bucket {other}" in by_name["other_bucket"]["reason"]
+    )
+    assert (
+        by_name["not_delta"]["status"] == "refused" and "not a Delta table" in by_name["not_delta"]["reason"]
+    )
+
+    def one(*flags: str) -> dict:
+        code, data = cli_json(
+            "vacuum",
+            "--inventory-table",
+            lake["inventory"],
+            "--tables",
+            registry,
+            "--table",
+            "events",
+            "--dry-run",
+            *flags,
+        )
+        assert code == (0 if data["tables"][0]["status"] == "ok" else 1)
+        return data["tables"][0]
+
+    stale = one("--max-inventory-age-hours", "0.0001")
+    assert stale["status"] == "refused" and "older than --max-inventory-age-hours" in stale["reason"]
+    longer = one("--retain-hours", "100")
+    assert longer["status"] == "refused" and "longer than the table's" in longer["reason"]
+
+    # a partial delivery: the inventory misses live files of the table
+    spark.sql(f"DELETE FROM delta.`{lake['inventory']}` WHERE key LIKE 'events/day=2024-01-02/%'")
+    partial = one()
+    assert partial["status"] == "refused" and "does not describe this table" in partial["reason"]
+
+
+def test_retention_shorter_than_the_table_needs_explicit_consent(spark, s3, bucket_factory, tmp_path):
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uri = make_table(spark, source, retention="interval 7 days")
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    registry = registry_file(tmp_path, {"events": uri})
+    base = ["vacuum", "--inventory-table", inventory, "--tables", registry, "--dry-run"]
+    code, refused = cli_json(*base, "--retain-hours", "1")
+    assert code == 1 and "pass --allow-unsafe-retention" in refused["tables"][0]["reason"]
+    code, allowed = cli_json(*base, "--retain-hours", "0", "--allow-unsafe-retention")
+    assert code == 0, allowed["tables"][0]["reason"]
+    assert allowed["tables"][0]["retention_hours_effective"] == 0
+    overwritten = (
+        spark.read.format("delta").option("versionAsOf", 1).load(uri).where("day = '2024-01-01'").inputFiles()
+    )
+    assert allowed["tables"][0]["files"] == len(overwritten) > 0  # removed just now, retained by default
+    code, default = cli_json(*base)
+    assert default["tables"][0]["retention_hours_effective"] == 168 and default["tables"][0]["files"] == 0
+    assert spark.conf.get("spark.databricks.delta.retentionDurationCheck.enabled") == "true"  # restored
+
+
+def test_versioned_bucket_is_refused_unless_allowed(spark, s3, lake):
+    s3.put_bucket_versioning(Bucket=lake["bucket"], VersioningConfiguration={"Status": "Enabled"})
+    registry = registry_file(lake["tmp"], {"events": lake["uri"]})
+    base = ["vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--dry-run"]
+    code, refused = cli_json(*base)
+    assert code == 1 and "versioning Enabled" in refused["tables"][0]["reason"]
+    code, allowed = cli_json(*base, "--allow-versioned")
+    assert code == 0 and "delete markers" in allowed["tables"][0]["warnings"][0]
+
+
+def test_report_candidates_and_history(spark, s3, lake):
+    registry = registry_file(lake["tmp"], {"events": lake["uri"]})
+    report, candidates = lake["tmp"] / "report.json", lake["tmp"] / "candidates.csv"
+    code, out = cli(
+        "vacuum",
+        "--inventory-table",
+        lake["inventory"],
+        "--tables",
+        registry,
+        "--dry-run",
+        "--report",
+        str(report),
+        "--candidates",
+        str(candidates),
+    )
+    assert code == 0
+    assert "would delete" in out and "day=2024-01-01" in out  # the human summary, per partition
+    data = json.loads(report.read_text())
+    [run] = data["tables"]
+    assert set(run) >= {
+        "name",
+        "path",
+        "status",
+        "mode",
+        "dry_run",
+        "retention_hours_effective",
+        "inventory_taken_at",
+        "files",
+        "bytes",
+        "delete_requests",
+        "seconds",
+        "reason",
+    }
+    with candidates.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == run["files"] and {r["table"] for r in rows} == {"events"}
+    assert {f"events/{p}" for p in ("day=2024-01-01/orphan.parquet", "orphan-at-root.parquet")} <= {
+        r["path"].split(f"{lake['bucket']}/", 1)[1] for r in rows
+    }
+    history = spark.read.format("delta").load(f"s3://{lake['inventory_bucket']}/tables/vacuum_runs").collect()
+    assert [(h["table"], h["status"], h["dry_run"], h["files"]) for h in history] == [
+        ("events", "ok", True, run["files"])
+    ]
+    assert history[0]["coverage"] == 1.0 and history[0]["inventory_taken_at"] is not None
+
+
+def test_writer_committing_during_the_vacuum_loses_nothing(spark, s3, lake):
+    registry = registry_file(lake["tmp"], {"events": lake["uri"]})
+    stop = threading.Event()
+    appended: list[int] = []
+
+    def writer() -> None:
+        batch = 0
+        while not stop.is_set() and batch < 5:
+            spark.createDataFrame([(1000 + batch, "2024-01-03")], "id bigint, day string").write.format(
+                "delta"
+            ).mode("append").save(lake["uri"])
+            appended.append(batch)
+            batch += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    code, result = cli_json(
+        "vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--delete-with", "batch"
+    )
+    stop.set()
+    thread.join()
+    assert code == 0, result["tables"][0]["reason"]
+    assert appended
+    assert spark.read.format("delta").load(lake["uri"]).count() == 10 + len(appended)
+    missing = referenced_keys(spark, lake["uri"]) - keys_of(s3, lake["bucket"])
+    assert not missing
+
+
+def test_unknown_table_is_a_usage_error_before_anything_runs(tmp_path, capsys):
+    registry = registry_file(tmp_path, {"events": "s3://lake/events"})
+    code, out = cli(
+        "vacuum", "--inventory-table", "s3://inv/inventory", "--tables", registry, "--table", "nope"
+    )
+    assert code == 2 and out == ""
+    assert "table 'nope' is not registered" in capsys.readouterr().err
