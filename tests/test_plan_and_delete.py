@@ -1,0 +1,198 @@
+"""The planner's pure transforms and the batch deleter, on small frames and the moto server."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from inventory.paths import LOCAL_BUCKET, StorageLocation
+from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
+from tests.helpers import keys_of, put
+from vacuum.execute import MAX_KEYS_PER_REQUEST, delete_in_batches, delete_keys
+from vacuum.plan import delta_inventory, inventory_slice
+from vacuum.snapshot import TableState
+
+
+def inventory_of(spark, bucket: str, keys: list[str]):
+    taken = datetime(2024, 1, 1, tzinfo=UTC)
+    rows = [
+        (
+            f"s3://{bucket}/{k}",
+            1,
+            k.endswith("/"),
+            1000,
+            bucket,
+            k,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            True,
+            False,
+            taken.date(),
+            taken,
+            None,
+        )
+        for k in keys
+    ]
+    return spark.createDataFrame(rows, INVENTORY_TABLE_SCHEMA)
+
+
+def state(location: str, partitions=("date",), iceberg=False) -> TableState:
+    return TableState(location, location, 1, tuple(partitions), 7 * 24 * 3_600_000, iceberg)
+
+
+KEYS = [
+    "w/events/date=2024-01-01/part-0.parquet",
+    "w/events/date=2024-01-01/_SUCCESS",
+    "w/events/date=2024-01-01/.part-0.parquet.crc",
+    "w/events/date=2024-01-01/_temporary/0/part-1.parquet",
+    "w/events/_delta_log/00000000000000000000.json",
+    "w/events/_change_data/date=2024-01-01/cdc-0.parquet",
+    "w/events/_delta_index/index-0",
+    "w/events/_hidden_top",
+    "w/events/deletion_vector_0.bin",
+    "w/events/metadata/v1.metadata.json",
+    "w/events/date=2024-01-01/",
+    "w/events/a//b.parquet",
+    "w/events_v2/part-0.parquet",
+    "w/events",
+    "w/other/part-0.parquet",
+]
+
+
+def relative_paths(frame) -> set[str]:
+    return {r["relative_path"] for r in frame.collect()}
+
+
+def test_slice_takes_the_table_only_and_hides_like_listing_mode(spark):
+    frame = inventory_slice(
+        inventory_of(spark, "lake", KEYS),
+        StorageLocation.parse("s3://lake/w/events"),
+        state("s3a://lake/w/events"),
+    )
+    assert relative_paths(frame) == {
+        "date=2024-01-01/part-0.parquet",
+        "_change_data/date=2024-01-01/cdc-0.parquet",
+        "_delta_index/index-0",
+        "deletion_vector_0.bin",
+        "metadata/v1.metadata.json",  # an ordinary folder when the table is not UniForm
+    }
+    # paths are rebuilt on the table's own scheme: Delta matches by string prefix
+    assert all(r["path"].startswith("s3a://lake/w/events/") for r in frame.collect())
+
+
+def test_uniform_tables_keep_their_iceberg_metadata(spark):
+    frame = inventory_slice(
+        inventory_of(spark, "lake", KEYS),
+        StorageLocation.parse("s3://lake/w/events"),
+        state("s3://lake/w/events", iceberg=True),
+    )
+    assert "metadata/v1.metadata.json" not in relative_paths(frame)
+
+
+def test_partition_columns_starting_with_underscore_are_not_hidden(spark):
+    keys = ["t/_year=2024/part-0.parquet", "t/_year=2024/_SUCCESS", "t/_other=1/x"]
+    frame = inventory_slice(
+        inventory_of(spark, "lake", keys),
+        StorageLocation.parse("s3://lake/t"),
+        state("s3://lake/t", partitions=("_year",)),
+    )
+    assert relative_paths(frame) == {"_year=2024/part-0.parquet"}
+
+
+def test_delta_inventory_schema_is_exactly_what_delta_requires(spark):
+    frame = inventory_slice(
+        inventory_of(spark, "lake", KEYS),
+        StorageLocation.parse("s3://lake/w/events"),
+        state("s3://lake/w/events"),
+    )
+    assert delta_inventory(frame).schema == VACUUM_INVENTORY_SCHEMA
+
+
+def test_delta_alone_would_delete_a_nested_success_file(spark, tmp_path):
+    """Why the slice hides nested paths: Delta's inventory mode checks only the first level."""
+    root = tmp_path / "t"
+    uri = f"file://{root}"
+    spark.createDataFrame([(1, "a")], "id int, p string").write.format("delta").partitionBy("p").save(uri)
+    (root / "p=a" / "_SUCCESS").write_bytes(b"")
+    location = StorageLocation.parse(uri)
+    raw = spark.createDataFrame([(f"file:{root}/p=a/_SUCCESS", 0, False, 1000)], VACUUM_INVENTORY_SCHEMA)
+    raw.createOrReplaceTempView("raw_inventory")
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        naive = {
+            r["path"]
+            for r in spark.sql(
+                f"VACUUM delta.`{uri}` USING INVENTORY (SELECT * FROM raw_inventory) RETAIN 0 HOURS DRY RUN"
+            ).collect()
+        }
+        sliced = inventory_slice(
+            inventory_of(spark, LOCAL_BUCKET, [f"{location.key}/p=a/_SUCCESS"]),
+            location,
+            state(f"file:{root}", partitions=("p",)),
+        )
+        delta_inventory(sliced).createOrReplaceTempView("sliced_inventory")
+        ours = spark.sql(
+            f"VACUUM delta.`{uri}` USING INVENTORY (SELECT * FROM sliced_inventory) RETAIN 0 HOURS DRY RUN"
+        ).collect()
+    finally:
+        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "true")
+    assert naive == {f"file:{root}/p=a/_SUCCESS"}
+    assert ours == []
+
+
+class FlakyS3:
+    """The real (moto) client, but the first DeleteObjects reports SlowDown for some keys."""
+
+    def __init__(self, client, failing: set[str]) -> None:
+        self.client, self.failing, self.calls = client, set(failing), 0
+
+    def delete_objects(self, Bucket, Delete):  # noqa: N803 - boto3's own argument names
+        self.calls += 1
+        if self.calls == 1:
+            keep = [o for o in Delete["Objects"] if o["Key"] not in self.failing]
+            response = self.client.delete_objects(Bucket=Bucket, Delete={**Delete, "Objects": keep})
+            response["Errors"] = [
+                {"Key": k, "Code": "SlowDown", "Message": "Please reduce your request rate."}
+                for k in sorted(self.failing)
+            ]
+            return response
+        return self.client.delete_objects(Bucket=Bucket, Delete=Delete)
+
+
+def test_per_key_slowdown_is_retried_and_missing_keys_count_as_deleted(s3, bucket):
+    put(s3, bucket, "a", "b", "c")
+    flaky = FlakyS3(s3, {"b", "c"})
+    outcome = delete_keys(flaky, bucket, ["a", "b", "c", "already-gone"], max_attempts=3)
+    assert (outcome.deleted, outcome.failed, outcome.requests) == (4, 0, 2)
+    assert keys_of(s3, bucket) == set()
+
+
+def test_a_key_that_keeps_failing_is_reported(s3, bucket):
+    class AlwaysDenied(FlakyS3):
+        def delete_objects(self, Bucket, Delete):  # noqa: N803
+            self.calls += 1
+            return {
+                "Errors": [
+                    {"Key": o["Key"], "Code": "AccessDenied", "Message": "no"} for o in Delete["Objects"]
+                ]
+            }
+
+    outcome = delete_keys(AlwaysDenied(s3, set()), bucket, ["x"], max_attempts=2)
+    assert (outcome.deleted, outcome.failed) == (0, 1) and "AccessDenied" in outcome.first_error
+
+
+def test_batches_hold_at_most_1000_keys(spark, s3, bucket):
+    keys = [f"many/{i:05d}" for i in range(2 * MAX_KEYS_PER_REQUEST + 500)]
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"")
+    frame = spark.createDataFrame([(bucket, k) for k in keys], "bucket string, key string")
+    outcome = delete_in_batches(frame, tasks=1)
+    assert (outcome.deleted, outcome.failed, outcome.requests) == (len(keys), 0, 3)
+    assert keys_of(s3, bucket) == set()
+    with pytest.raises(AssertionError):
+        delete_keys(s3, bucket, keys[:1001])
