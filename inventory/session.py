@@ -21,6 +21,13 @@ HADOOP_AWS_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 
+def jvm_packages() -> list[str]:
+    """The Maven coordinates a cluster needs: ``spark-submit --packages ",".join(jvm_packages())``."""
+    from importlib.metadata import version
+
+    return [f"io.delta:delta-spark_2.13:{version('delta-spark')}", HADOOP_AWS_PACKAGE]
+
+
 def s3a_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Hadoop S3A settings derived from the standard AWS environment variables.
 

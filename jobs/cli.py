@@ -108,6 +108,10 @@ def run(argv: Sequence[str] | None, out: TextIO) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     output: Output = JsonOutput(out) if getattr(args, "json", False) else ConsoleOutput(out)
+    if getattr(args, "json", False):
+        # Under spark-submit the Python process's stderr is merged into stdout by Spark's
+        # launcher: keep progress logs out of the way of the JSON document.
+        logging.getLogger().setLevel(logging.WARNING)
     try:
         handler = {
             "ingest": _ingest,

@@ -23,6 +23,12 @@ class JsonOutput:
         self.stream.flush()
 
 
+def _hours(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value:g}h" if value >= 1 or value == 0 else f"{value * 3600:.0f}s"
+
+
 def _size(value: int | None) -> str:
     amount = float(value or 0)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -60,6 +66,18 @@ class ConsoleOutput:
                 lines.append(f"FAILED  {b['bucket']}: {b['error']}")
         return lines
 
+    def _demo(self, data: dict[str, Any]) -> list[str]:
+        lines = ["== ingest: S3 Inventory snapshot of the demo bucket -> inventory Delta table"]
+        lines += self._ingest(data["ingest"])
+        lines += ["", "== vacuum --dry-run (nothing deleted)"]
+        lines += self._vacuum(data["dry_run"])
+        lines += ["", "== vacuum --delete-with batch"]
+        lines += self._vacuum(data["vacuum"])
+        lines += ["", "== every table still reads after the vacuum"]
+        lines += [f"ok       {name}: {rows} rows" for name, rows in data["tables_readable"].items()]
+        lines += ["", f"tables.yaml written to {data['workdir']}/tables.yaml"]
+        return lines
+
     def _snapshot(self, data: dict[str, Any]) -> list[str]:
         return [
             f"wrote {data['file_format']} inventory of {data['bucket']}: {data['objects']} objects in "
@@ -72,8 +90,8 @@ class ConsoleOutput:
             verb = "would delete" if t["dry_run"] else "deleted"
             if t["status"] == "ok":
                 lines.append(
-                    f"ok       {t['name']}: {verb} {t['files']} files, {_size(t['bytes'])} "
-                    f"(mode {t['mode']}, retention {t['retention_hours_effective']}h, "
+                    f"ok       {t['name']}: {verb} {t['files']} files, {_size(t['bytes']) if t['bytes'] is not None else 'size unknown'} "
+                    f"(mode {t['mode']}, retention {_hours(t['retention_hours_effective'])}, "
                     f"{t['delete_requests']} delete requests, {t['seconds']:.1f}s)"
                 )
                 for partition in t.get("partitions") or []:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
@@ -464,3 +465,41 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
         "seconds",
         "error",
     }
+
+
+def test_spark_submit_runs_the_same_job(s3, bucket_factory, tmp_path):
+    """``spark-submit jobs/ingest_inventory.py``: the cluster entry point, in local mode."""
+    from inventory.session import jvm_packages
+
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    put(s3, source, "t/1", "t/2")
+    snapshot_bucket(s3, source, StorageLocation.parse(f"s3://{inventory}/r"), "c")
+    repo = Path(__file__).resolve().parent.parent
+    completed = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            "local[2]",
+            "--packages",
+            ",".join(jvm_packages()),
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            str(repo / "jobs" / "ingest_inventory.py"),
+            "--destination",
+            f"s3://{inventory}/r",
+            "--source-bucket",
+            source,
+            "--config-id",
+            "c",
+            "--inventory-table",
+            f"s3://{inventory}/inventory",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert json.loads(completed.stdout)["buckets"][0]["rows"] == 2

@@ -1,0 +1,159 @@
+"""``inventory-vacuum demo``: the whole product on one machine, with nothing to configure.
+
+Starts moto's S3 server on 127.0.0.1, writes demo Delta tables to it with real histories and real
+garbage, takes an S3 Inventory-format snapshot of the bucket, ingests it, then vacuums: a dry run
+first, then a real run with batched deletes, and finally reads every table back.
+This is the only place outside the tests that points at a local S3 endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.output import Output
+
+log = logging.getLogger("inventory_vacuum")
+
+LAKE, INVENTORY = "demo-lake", "demo-inventory"
+RETENTION = "interval 5 seconds"  # demo tables keep 5 seconds of history, so there is garbage to see
+
+
+@dataclass
+class DemoResult:
+    ingest: Any
+    dry_run: Any
+    vacuum: Any
+    tables_readable: dict[str, int]
+    workdir: str
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.ingest.ok and self.dry_run.ok and self.vacuum.ok)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ingest": self.ingest.to_dict(),
+            "dry_run": self.dry_run.to_dict(),
+            "vacuum": self.vacuum.to_dict(),
+            "tables_readable": self.tables_readable,
+            "workdir": self.workdir,
+        }
+
+
+def start_local_s3() -> Any:
+    """moto's S3 server on a free loopback port; the AWS variables point boto3 and S3A at it."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update(
+        AWS_ENDPOINT_URL=f"http://{host}:{port}",
+        AWS_ACCESS_KEY_ID="demo",
+        AWS_SECRET_ACCESS_KEY="demo",
+        AWS_REGION="us-east-1",
+    )
+    os.environ.pop("AWS_PROFILE", None)
+    return server
+
+
+def build_demo_tables(spark: Any, s3: Any) -> dict[str, str]:
+    """Three tables with histories that leave garbage, plus junk a crashed job would leave."""
+    tables = {
+        "events": f"s3://{LAKE}/warehouse/events",
+        "events_v2": f"s3://{LAKE}/warehouse/events_v2",
+        "users": f"s3://{LAKE}/warehouse/users",
+    }
+    for name, uri in tables.items():
+        partitioned = "PARTITIONED BY (day)" if name != "users" else ""
+        spark.sql(
+            f"CREATE TABLE delta.`{uri}` (id BIGINT, payload STRING, day STRING) USING delta {partitioned} "
+            f"TBLPROPERTIES ('delta.deletedFileRetentionDuration' = '{RETENTION}')"
+        )
+        for day in ("2024-01-01", "2024-01-02", "2024-01-03"):
+            rows = [(i, f"{name}-{i}", day) for i in range(50)]
+            spark.createDataFrame(rows, "id bigint, payload string, day string").repartition(3).write.format(
+                "delta"
+            ).mode("append").save(uri)
+        spark.sql(f"OPTIMIZE delta.`{uri}`")  # compaction: the small files become garbage
+        spark.sql(f"DELETE FROM delta.`{uri}` WHERE id % 10 = 0")
+    for key in (
+        "warehouse/events/day=2024-01-01/part-99999-crashed-job.snappy.parquet",  # untracked: garbage
+        "warehouse/events/day=2024-01-01/_SUCCESS",  # hidden: must survive
+        "warehouse/events/_tmp/staging.bin",  # hidden: must survive
+    ):
+        s3.put_object(Bucket=LAKE, Key=key, Body=b"leftover bytes")
+    return tables
+
+
+def run_demo(workdir: str, output: Output) -> int:
+    from inventory.load import IngestRequest, ingest
+    from inventory.paths import StorageLocation
+    from inventory.registry import load_registry
+    from inventory.report_writer import snapshot_bucket
+    from inventory.s3 import s3_client
+    from inventory.session import build_spark_session
+    from vacuum.runner import VacuumOptions, vacuum_tables
+
+    folder = Path(workdir)
+    folder.mkdir(parents=True, exist_ok=True)
+    server = start_local_s3()
+    try:
+        s3 = s3_client()
+        for bucket in (LAKE, INVENTORY):
+            s3.create_bucket(Bucket=bucket)
+        spark = build_spark_session("inventory-vacuum demo")
+        log.info(
+            "demo: writing Delta tables to s3://%s (local S3 at %s)", LAKE, os.environ["AWS_ENDPOINT_URL"]
+        )
+        tables = build_demo_tables(spark, s3)
+        registry_path = folder / "tables.yaml"
+        registry_path.write_text(
+            "tables:\n"
+            + "".join(
+                f"  - {{name: {n}, path: '{uri}', owner: team-{n.split('_')[0]}}}\n"
+                for n, uri in tables.items()
+            )
+        )
+        time.sleep(6)  # let the removed files age past the demo's 5-second retention
+        log.info("demo: snapshot of s3://%s in S3 Inventory format", LAKE)
+        snapshot_bucket(
+            s3, LAKE, StorageLocation.parse(f"s3://{INVENTORY}/reports"), "daily", rows_per_file=40
+        )
+        registry = load_registry(str(registry_path))
+        inventory_table = f"s3://{INVENTORY}/tables/inventory"
+        ingested = ingest(
+            spark,
+            s3,
+            IngestRequest(
+                destination=StorageLocation.parse(f"s3://{INVENTORY}/reports"),
+                source_buckets=(LAKE,),
+                config_id="daily",
+                inventory_table=inventory_table,
+                registry=registry,
+                runs_table=f"s3://{INVENTORY}/tables/inventory_runs",
+            ),
+            run_id="demo",
+        )
+        history = f"s3://{INVENTORY}/tables/vacuum_runs"
+        base = VacuumOptions(inventory_table=inventory_table, history_table=history, delete_with="batch")
+        dry = vacuum_tables(spark, registry.select(None), _with(base, dry_run=True), run_id="demo-dry-run")
+        real = vacuum_tables(spark, registry.select(None), base, run_id="demo")
+        readable = {name: spark.read.format("delta").load(uri).count() for name, uri in tables.items()}
+        result = DemoResult(ingested, dry, real, readable, str(folder))
+        output.show("demo", result)
+        return 0 if result.ok else 1
+    finally:
+        server.stop()
+
+
+def _with(options: Any, **changes: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(options, **changes)
