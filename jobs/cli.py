@@ -205,6 +205,7 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
         min_coverage=args.min_coverage,
         allow_versioned=args.allow_versioned,
         parallel=args.parallel,
+        collect_candidates=bool(args.candidates),
         history_table=args.history_table or default_history_location(args.inventory_table, "vacuum_runs"),
     )
     spark = build_spark_session("inventory-vacuum vacuum")

@@ -15,7 +15,7 @@ from inventory.paths import StorageLocation
 from inventory.report_writer import snapshot_bucket
 from inventory.schema import VACUUM_INVENTORY_SCHEMA
 from tests.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
-from tests.helpers import cli, cli_json, put
+from tests.helpers import cli, cli_json, keys_of, put
 
 SPECIAL_KEYS = [
     "warehouse/events/date=2024-01-01/part-0.parquet",
@@ -57,7 +57,7 @@ def test_snapshot_then_ingest_each_format(spark, s3, bucket_factory, tmp_path, f
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     for key in SPECIAL_KEYS:
         put(s3, source, key, body=b"" if key.endswith(("marker", "/")) else b"12345")
-    snapshot_bucket(
+    written = snapshot_bucket(
         s3,
         source,
         StorageLocation.parse(f"s3://{inventory}/reports"),
@@ -65,6 +65,16 @@ def test_snapshot_then_ingest_each_format(spark, s3, bucket_factory, tmp_path, f
         file_format=file_format,
         rows_per_file=3,
     )
+    manifest_key = written.manifest_uri.split(f"s3://{inventory}/", 1)[1]
+    manifest = json.loads(s3.get_object(Bucket=inventory, Key=manifest_key)["Body"].read())
+    assert manifest["sourceBucket"] == source and manifest["destinationBucket"] == f"arn:aws:s3:::{inventory}"
+    assert manifest["fileFormat"] == {"parquet": "Parquet", "csv": "CSV", "orc": "ORC"}[file_format]
+    assert int(manifest["creationTimestamp"]) > 0 and manifest["version"] == "2016-11-30"
+    [symlink] = [
+        k for k in keys_of(s3, inventory, f"reports/{source}/daily/hive/") if k.endswith("/symlink.txt")
+    ]
+    listed_files = s3.get_object(Bucket=inventory, Key=symlink)["Body"].read().decode().split()
+    assert listed_files == [f"s3://{inventory}/{f['key']}" for f in manifest["files"]]
     table = f"s3://{inventory}/tables/inventory"
     code, result = cli_json(
         *ingest_args(inventory, table, source, extra=["--tables", write_tables(tmp_path, source)])
@@ -287,12 +297,12 @@ def test_rerun_is_idempotent_and_other_buckets_are_untouched(spark, s3, bucket_f
     assert all(r["status"] == "ok" and r["inventory_taken_at"] is not None for r in runs)
 
 
-def test_an_emptied_bucket_empties_its_partition(spark, s3, bucket_factory):
+def test_an_emptied_bucket_empties_its_partition(spark, s3, bucket_factory, tmp_path):
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     put(s3, source, "a/1")
     destination = StorageLocation.parse(f"s3://{inventory}/reports")
     snapshot_bucket(s3, source, destination, "daily", taken_at=datetime(2024, 1, 1, tzinfo=UTC))
-    table = f"s3://{inventory}/tables/inventory"
+    table = f"file://{tmp_path}/inventory"  # the inventory table may live outside S3 too
     assert cli_json(*ingest_args(inventory, table, source))[0] == 0
     s3.delete_object(Bucket=source, Key="a/1")
     snapshot_bucket(s3, source, destination, "daily", taken_at=datetime(2024, 1, 2, tzinfo=UTC))
@@ -467,39 +477,59 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
     }
 
 
-def test_spark_submit_runs_the_same_job(s3, bucket_factory, tmp_path):
-    """``spark-submit jobs/ingest_inventory.py``: the cluster entry point, in local mode."""
+def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
+    """``spark-submit jobs/*.py``: the cluster entry points, in local mode, as a user runs them."""
     from inventory.session import jvm_packages
 
     source, inventory = bucket_factory("src"), bucket_factory("inv")
-    put(s3, source, "t/1", "t/2")
+    spark.range(3).write.format("delta").save(f"s3a://{source}/tables/t")
+    put(s3, source, "tables/t/orphan.parquet")
     snapshot_bucket(s3, source, StorageLocation.parse(f"s3://{inventory}/r"), "c")
+    registry = tmp_path / "tables.yaml"
+    registry.write_text(f"tables:\n  - {{name: t, path: 's3://{source}/tables/t', owner: o}}\n")
     repo = Path(__file__).resolve().parent.parent
-    completed = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "spark-submit"),
-            "--master",
-            "local[2]",
-            "--packages",
-            ",".join(jvm_packages()),
-            "--conf",
-            "spark.driver.host=127.0.0.1",
-            str(repo / "jobs" / "ingest_inventory.py"),
-            "--destination",
-            f"s3://{inventory}/r",
-            "--source-bucket",
-            source,
-            "--config-id",
-            "c",
-            "--inventory-table",
-            f"s3://{inventory}/inventory",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
+
+    def submit(job: str, *args: str) -> dict:
+        completed = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "spark-submit"),
+                "--master",
+                "local[2]",
+                "--packages",
+                ",".join(jvm_packages()),
+                "--conf",
+                "spark.driver.host=127.0.0.1",
+                str(repo / "jobs" / job),
+                *args,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        return json.loads(completed.stdout)
+
+    table = f"s3://{inventory}/inventory"
+    ingested = submit(
+        "ingest_inventory.py",
+        "--destination",
+        f"s3://{inventory}/r",
+        "--source-bucket",
+        source,
+        "--config-id",
+        "c",
+        "--inventory-table",
+        table,
+        "--tables",
+        str(registry),
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert json.loads(completed.stdout)["buckets"][0]["rows"] == 2
+    assert (
+        ingested["buckets"][0]["rows"]
+        == 1 + len([k for k in s3.list_objects_v2(Bucket=source)["Contents"]]) - 1
+    )
+    vacuumed = submit("vacuum_tables.py", "--inventory-table", table, "--tables", str(registry), "--dry-run")
+    assert vacuumed["tables"][0]["status"] == "ok"
+    assert vacuumed["tables"][0]["retention_hours_effective"] == 168  # the orphan is too young

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from urllib.parse import unquote
 
 import pytest
 
@@ -196,3 +197,43 @@ def test_batches_hold_at_most_1000_keys(spark, s3, bucket):
     assert keys_of(s3, bucket) == set()
     with pytest.raises(AssertionError):
         delete_keys(s3, bucket, keys[:1001])
+
+
+def test_inventory_age_does_not_depend_on_the_driver_time_zone(spark, monkeypatch):
+    import time
+
+    from vacuum.plan import inventory_figures
+
+    frame = inventory_of(spark, "lake", ["w/events/a"])
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        figures = inventory_figures(frame, StorageLocation.parse("s3://lake/w/events"))
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert figures.inventory_taken_at == datetime(2024, 1, 1, tzinfo=UTC)
+    assert figures.objects_under_table == 1
+
+
+def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
+    """The output check: whatever Delta proposes, a live file or a path outside the table is refused."""
+    from vacuum.plan import live_candidates
+    from vacuum.snapshot import load_table_state
+
+    uri = f"file://{tmp_path}/t"
+    spark.createDataFrame([(1, "a b%")], "id int, p string").write.format("delta").partitionBy("p").save(uri)
+    state, live = load_table_state(spark, uri)
+    [added] = live.collect()  # Delta's path is URL-encoded: p=a%20b%2525/part-...
+    live_decoded = f"{state.qualified_location}/{unquote(added['path'])}"
+    assert "p=a b%25/" in live_decoded
+    candidates = spark.createDataFrame(
+        [
+            (live_decoded,),
+            (f"file:{tmp_path}/elsewhere/x.parquet",),
+            (f"{state.qualified_location}/junk.parquet",),
+        ],
+        "path string",
+    )
+    flagged = live_candidates(candidates, live, state)
+    assert sorted(flagged) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])

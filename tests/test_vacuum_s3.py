@@ -377,3 +377,38 @@ def test_unknown_table_is_a_usage_error_before_anything_runs(tmp_path, capsys):
     )
     assert code == 2 and out == ""
     assert "table 'nope' is not registered" in capsys.readouterr().err
+
+
+def test_list_and_lite_modes_for_comparison(spark, s3, lake):
+    registry = registry_file(lake["tmp"], {"events": lake["uri"]})
+    base = [
+        "vacuum",
+        "--inventory-table",
+        lake["inventory"],
+        "--tables",
+        registry,
+        "--dry-run",
+        "--candidates",
+    ]
+
+    def candidates(mode: str) -> set[str]:
+        out = lake["tmp"] / f"{mode}.parquet"
+        code, result = cli_json(*base, str(out), "--mode", mode)
+        assert code == 0, result["tables"][0]["reason"]
+        assert result["tables"][0]["mode"] == mode
+        import pyarrow.parquet as pq
+
+        return {p.split("://", 1)[1] for p in pq.read_table(out).column("path").to_pylist()}
+
+    inventory_mode, list_mode, lite_mode = candidates("inventory"), candidates("list"), candidates("lite")
+    assert inventory_mode == list_mode  # fresh, complete inventory: the same answer as listing S3
+    overwritten = {
+        f.split("://", 1)[1]
+        for f in spark.read.format("delta")
+        .option("versionAsOf", 1)
+        .load(lake["uri"])
+        .where("day = '2024-01-01'")
+        .inputFiles()
+    }
+    assert lite_mode == overwritten  # LITE reads removed files from the log: it never sees junk
+    assert {f"{lake['bucket']}/{k}" for k in JUNK} <= list_mode - lite_mode

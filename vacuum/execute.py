@@ -50,7 +50,8 @@ def delete_in_batches(
     partitions = tasks or max(1, min(64, spark.sparkContext.defaultParallelism))
     keyed = (
         candidates.select("bucket", "key")
-        .repartition(partitions, "bucket")
+        # contiguous key ranges per task: full 1000-key requests, and many tasks even for one bucket
+        .repartitionByRange(partitions, "bucket", "key")
         .sortWithinPartitions("bucket", "key")
     )
 

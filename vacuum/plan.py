@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -96,12 +96,35 @@ def inventory_figures(inventory: DataFrame, location: StorageLocation) -> Invent
         inventory.where(F.col("bucket") == location.bucket)
         .agg(
             F.count(F.when(F.col("key").startswith(prefix), 1)).alias("objects"),
-            F.max("inventory_taken_at").alias("taken_at"),
+            # epoch millis: PySpark would turn a timestamp into the driver's local time zone
+            F.max(F.unix_millis("inventory_taken_at")).alias("taken_at_ms"),
         )
         .first()
     )
     assert row is not None
-    return InventoryFigures(int(row["objects"]), row["taken_at"])
+    taken_at_ms = row["taken_at_ms"]
+    taken_at = datetime.fromtimestamp(taken_at_ms / 1000, tz=UTC) if taken_at_ms is not None else None
+    return InventoryFigures(int(row["objects"]), taken_at)
+
+
+def live_candidates(candidates: DataFrame, live_files: DataFrame, state: TableState) -> list[str]:
+    """Candidates that are live files of the snapshot, or lie outside the table: must be none.
+
+    Delta decides what is valid; this checks its answer against the snapshot's files in our own
+    terms (decoded relative paths), so a path-form mismatch can never turn into a deleted live file.
+    """
+    base = state.qualified_location.rstrip("/") + "/"
+    relative = candidates.select(
+        "path",
+        F.when(F.col("path").startswith(base), F.substring(F.col("path"), len(base) + 1, 1 << 30)).alias(
+            "relative_path"
+        ),
+    )
+    live = live_files.select(decoded_relative_path("path").alias("relative_path"), F.lit(True).alias("live"))
+    bad = relative.join(live, "relative_path", "left").where(
+        F.col("relative_path").isNull() | F.col("live").isNotNull()
+    )
+    return [row["path"] for row in bad.select("path").limit(5).collect()]
 
 
 def coverage_counts(live_files: DataFrame, slice_frame: DataFrame, taken_at_millis: int) -> tuple[int, int]:

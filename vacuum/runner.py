@@ -37,6 +37,7 @@ from vacuum.plan import (
     dry_run_candidates,
     inventory_figures,
     inventory_slice,
+    live_candidates,
     temporary_view,
     vacuum_sql,
 )
@@ -62,6 +63,7 @@ class VacuumOptions:
     allow_versioned: bool = False
     parallel: int = 4
     history_table: str | None = None
+    collect_candidates: bool = False  # keep each table's candidate list for --candidates
 
 
 @dataclass
@@ -201,7 +203,6 @@ def _vacuum(
         figures = inventory_figures(inventory, location)
         taken_at = figures.inventory_taken_at
         if taken_at is not None:
-            taken_at = taken_at.replace(tzinfo=UTC)
             run.inventory_taken_at = taken_at.isoformat()
         gates.check_freshness(taken_at, datetime.now(UTC), options.max_inventory_age_hours, location.bucket)
         assert taken_at is not None
@@ -224,12 +225,20 @@ def _vacuum(
             state, mode=options.mode, retention_hours=retain_argument, dry_run=True, inventory_view=view
         )
         log.info("%s: %s", table.name, plan_sql)
-        details = candidate_details(dry_run_candidates(spark, plan_sql), slice_frame, state).cache()
+        candidates = dry_run_candidates(spark, plan_sql)
+        suspicious = live_candidates(candidates, live_files, state)
+        if suspicious:
+            raise VacuumRefused(
+                f"Delta's plan names {len(suspicious)}+ file(s) that are live or outside the table, "
+                f"e.g. {suspicious[0]}; nothing deleted"
+            )
+        details = candidate_details(candidates, slice_frame, state).cache()
         try:
             _summarise(details, run)
-            run.candidates = details.select(
-                F.lit(table.name).alias("table"), "path", "length", "partition"
-            ).toArrow()
+            if options.collect_candidates:
+                run.candidates = details.select(
+                    F.lit(table.name).alias("table"), "path", "length", "partition"
+                ).toArrow()
             if options.dry_run:
                 return
             if options.delete_with == "delta":
