@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, DateType, StructType, TimestampType
 
 from inventory.paths import StorageLocation
 
@@ -17,11 +18,27 @@ def default_history_location(inventory_table: str, name: str) -> str:
     return location.sibling(name).uri
 
 
-def append_rows(
-    spark: SparkSession, location: str, schema: StructType, rows: Sequence[dict[str, Any]]
+def append_run_rows(
+    spark: SparkSession, location: str, schema: StructType, run_id: str, records: Sequence[Mapping[str, Any]]
 ) -> None:
-    """Append ``rows`` to the Delta table at ``location`` (created on first use)."""
-    if not rows:
+    """Append one row per record (plus ``run_id`` and ``run_at``) to the Delta table at ``location``.
+
+    Records may hold more keys than the schema (ignored) and ISO strings for dates and
+    timestamps (parsed). The table is created on first use.
+    """
+    if not records:
         return
-    frame = spark.createDataFrame([tuple(row.get(f.name) for f in schema) for row in rows], schema)
-    frame.write.format("delta").mode("append").save(location)
+    run_at = datetime.now(UTC)
+    rows = [
+        tuple(_typed({"run_id": run_id, "run_at": run_at, **record}.get(f.name), f.dataType) for f in schema)
+        for record in records
+    ]
+    spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(location)
+
+
+def _typed(value: Any, data_type: DataType) -> Any:
+    if isinstance(value, str) and isinstance(data_type, TimestampType):
+        return datetime.fromisoformat(value)
+    if isinstance(value, str) and isinstance(data_type, DateType):
+        return date.fromisoformat(value)
+    return value

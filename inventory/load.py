@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -27,7 +27,7 @@ from pyspark.sql.types import (
 )
 
 from inventory.errors import InventoryDataError, InventoryVacuumError
-from inventory.history import append_rows
+from inventory.history import append_run_rows
 from inventory.manifest import Delivery, find_delivery
 from inventory.paths import StorageLocation
 from inventory.registry import TableRegistry
@@ -259,27 +259,10 @@ def _strip_exception_names(line: str) -> str:
 
 def record_runs(spark: SparkSession, runs_table: str, run_id: str, buckets: Sequence[BucketResult]) -> None:
     """Append one ``inventory_runs`` row per bucket of this run."""
-    run_at = datetime.now(UTC)
-    rows = [
-        {
-            "run_id": run_id,
-            "run_at": run_at,
-            "bucket": b.bucket,
-            "status": b.status,
-            "manifest_key": b.manifest_key,
-            "inventory_date": date.fromisoformat(b.inventory_date) if b.inventory_date else None,
-            "inventory_taken_at": datetime.fromisoformat(b.inventory_taken_at)
-            if b.inventory_taken_at
-            else None,
-            "objects": b.rows,
-            "bytes": b.bytes,
-            "noncurrent_objects": b.noncurrent_objects,
-            "noncurrent_bytes": b.noncurrent_bytes,
-            "delete_markers": b.delete_markers,
-            "data_files": b.data_files,
-            "seconds": b.seconds,
-            "error": b.error,
-        }
-        for b in buckets
-    ]
-    append_rows(spark, runs_table, INVENTORY_RUNS_SCHEMA, rows)
+    append_run_rows(
+        spark,
+        runs_table,
+        INVENTORY_RUNS_SCHEMA,
+        run_id,
+        [{**b.to_dict(), "objects": b.rows} for b in buckets],
+    )

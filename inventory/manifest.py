@@ -183,8 +183,8 @@ def _parse_files(entries: Any, where: str) -> tuple[DataFile, ...]:
         if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
             raise DeliveryError(f"{where}: files[{index}] has no key")
         try:
-            size = int(entry.get("size"))
-        except (TypeError, ValueError):
+            size = int(entry["size"])
+        except (KeyError, TypeError, ValueError):
             raise DeliveryError(f"{where}: files[{index}] ({entry['key']}) has no valid size") from None
         files.append(DataFile(entry["key"], size, str(entry.get("MD5checksum", ""))))
     return tuple(files)

@@ -412,3 +412,14 @@ def test_list_and_lite_modes_for_comparison(spark, s3, lake):
     }
     assert lite_mode == overwritten  # LITE reads removed files from the log: it never sees junk
     assert {f"{lake['bucket']}/{k}" for k in JUNK} <= list_mode - lite_mode
+
+
+def test_missing_inventory_table_is_a_one_line_error(spark, tmp_path, bucket, capsys):
+    registry = registry_file(tmp_path, {"events": f"s3://{bucket}/events"})
+    code, out = cli("vacuum", "--inventory-table", f"s3://{bucket}/no/such/inventory", "--tables", registry)
+    assert code == 2 and out == ""
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        error.startswith("inventory-vacuum vacuum: error: inventory table s3://")
+        and "cannot be read" in error
+    )

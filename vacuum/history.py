@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
@@ -17,7 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from inventory.history import append_rows
+from inventory.history import append_run_rows
 
 if TYPE_CHECKING:
     from vacuum.runner import TableRun
@@ -47,29 +46,5 @@ VACUUM_RUNS_SCHEMA = StructType(
 
 def record_vacuum_runs(spark: SparkSession, location: str, run_id: str, runs: Sequence[TableRun]) -> None:
     """Append one ``vacuum_runs`` row per table of this run."""
-    run_at = datetime.now(UTC)
-    rows = [
-        {
-            "run_id": run_id,
-            "run_at": run_at,
-            "table": run.name,
-            "path": run.path,
-            "table_version": run.table_version,
-            "mode": run.mode,
-            "delete_with": run.delete_with,
-            "dry_run": run.dry_run,
-            "retention_hours": run.retention_hours_effective,
-            "inventory_taken_at": datetime.fromisoformat(run.inventory_taken_at)
-            if run.inventory_taken_at
-            else None,
-            "coverage": run.coverage,
-            "files": run.files,
-            "bytes": run.bytes,
-            "delete_requests": run.delete_requests,
-            "seconds": run.seconds,
-            "status": run.status,
-            "reason": run.reason,
-        }
-        for run in runs
-    ]
-    append_rows(spark, location, VACUUM_RUNS_SCHEMA, rows)
+    records = [{**r.to_dict(), "table": r.name, "retention_hours": r.retention_hours_effective} for r in runs]
+    append_run_rows(spark, location, VACUUM_RUNS_SCHEMA, run_id, records)

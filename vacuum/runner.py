@@ -138,7 +138,7 @@ def vacuum_tables(
         if not options.inventory_table:
             raise InventoryTableError("--mode inventory needs --inventory-table")
         inventory = read_inventory(spark, options.inventory_table)
-    previous_check = spark.conf.get(_RETENTION_CHECK, "true")
+    previous_check = spark.conf.get(_RETENTION_CHECK, "true") or "true"
     if options.allow_unsafe_retention:
         # Delta's own check is session-wide; our gate already allowed this run's retention.
         spark.conf.set(_RETENTION_CHECK, "false")

@@ -39,7 +39,8 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     The files frame has Delta's ``AddFile`` columns: ``path`` (relative and URL-encoded, or
     absolute for files outside the table), ``size`` and ``modificationTime``.
     """
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm = spark._jvm
+    assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
     delta = jvm.org.apache.spark.sql.delta
     pair = delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, uri)  # type: ignore[attr-defined]
     delta_log, snapshot = pair._1(), pair._2()
