@@ -68,10 +68,13 @@ class ConsoleOutput:
 
     def _demo(self, data: dict[str, Any]) -> list[str]:
         lines = ["== ingest: S3 Inventory snapshot of the demo bucket -> inventory Delta table"]
+        lines += ["   (inventory-vacuum snapshot ...; inventory-vacuum ingest ...)"]
         lines += self._ingest(data["ingest"])
         lines += ["", "== vacuum --dry-run (nothing deleted)"]
+        lines += ["   (inventory-vacuum vacuum --inventory-table ... --tables tables.yaml --dry-run)"]
         lines += self._vacuum(data["dry_run"])
         lines += ["", "== vacuum --delete-with batch"]
+        lines += ["   (the same command without --dry-run, with --delete-with batch)"]
         lines += self._vacuum(data["vacuum"])
         lines += ["", "== every table still reads after the vacuum"]
         lines += [f"ok       {name}: {rows} rows" for name, rows in data["tables_readable"].items()]
