@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -197,30 +197,36 @@ def _vacuum(
     )
     retain_argument = run.retention_hours_effective if requested is not None else None
 
-    slice_frame = None
-    if options.mode == "inventory":
-        assert inventory is not None
-        figures = inventory_figures(inventory, location)
-        taken_at = figures.inventory_taken_at
-        if taken_at is not None:
-            run.inventory_taken_at = taken_at.isoformat()
-        gates.check_freshness(taken_at, datetime.now(UTC), options.max_inventory_age_hours, location.bucket)
-        assert taken_at is not None
-        gates.check_inventory_present(figures.objects_under_table, location.bucket, table.path)
-        slice_frame = inventory_slice(inventory, location, state)
-        eligible, covered = coverage_counts(live_files, slice_frame, int(taken_at.timestamp() * 1000))
-        run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)
-    if location.is_s3:
-        run.warnings += gates.check_versioning(
-            _bucket_versioning(location.bucket), location.bucket, allow_versioned=options.allow_versioned
-        )
-    if not options.dry_run and options.delete_with == "batch" and not location.is_s3:
-        raise VacuumRefused("--delete-with batch uses S3 DeleteObjects; this table is not on S3")
+    with ExitStack() as cleanup:
+        slice_frame = None
+        if options.mode == "inventory":
+            assert inventory is not None
+            figures = inventory_figures(inventory, location)
+            taken_at = figures.inventory_taken_at
+            if taken_at is not None:
+                run.inventory_taken_at = taken_at.isoformat()
+            gates.check_freshness(
+                taken_at, datetime.now(UTC), options.max_inventory_age_hours, location.bucket
+            )
+            assert taken_at is not None
+            gates.check_inventory_present(figures.objects_under_table, location.bucket, table.path)
+            # read three times (coverage, Delta's plan, sizes): cache the table's slice once
+            slice_frame = inventory_slice(inventory, location, state).persist()
+            cleanup.callback(slice_frame.unpersist)
+            eligible, covered = coverage_counts(live_files, slice_frame, int(taken_at.timestamp() * 1000))
+            run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)
+        if location.is_s3:
+            run.warnings += gates.check_versioning(
+                _bucket_versioning(location.bucket), location.bucket, allow_versioned=options.allow_versioned
+            )
+        if not options.dry_run and options.delete_with == "batch" and not location.is_s3:
+            raise VacuumRefused("--delete-with batch uses S3 DeleteObjects; this table is not on S3")
 
-    view_context = (
-        temporary_view(delta_inventory(slice_frame)) if slice_frame is not None else nullcontext(None)
-    )
-    with view_context as view:
+        view = (
+            cleanup.enter_context(temporary_view(delta_inventory(slice_frame)))
+            if slice_frame is not None
+            else None
+        )
         plan_sql = vacuum_sql(
             state, mode=options.mode, retention_hours=retain_argument, dry_run=True, inventory_view=view
         )
@@ -233,29 +239,27 @@ def _vacuum(
                 f"e.g. {suspicious[0]}; nothing deleted"
             )
         details = candidate_details(candidates, slice_frame, state).cache()
-        try:
-            _summarise(details, run)
-            if options.collect_candidates:
-                run.candidates = details.select(
-                    F.lit(table.name).alias("table"), "path", "length", "partition"
-                ).toArrow()
-            if options.dry_run:
-                return
-            if options.delete_with == "delta":
-                spark.sql(
-                    vacuum_sql(
-                        state,
-                        mode=options.mode,
-                        retention_hours=retain_argument,
-                        dry_run=False,
-                        inventory_view=view,
-                    )
+        cleanup.callback(details.unpersist)
+        _summarise(details, run)
+        if options.collect_candidates:
+            run.candidates = details.select(
+                F.lit(table.name).alias("table"), "path", "length", "partition"
+            ).toArrow()
+        if options.dry_run or run.files == 0:
+            return
+        if options.delete_with == "delta":
+            spark.sql(
+                vacuum_sql(
+                    state,
+                    mode=options.mode,
+                    retention_hours=retain_argument,
+                    dry_run=False,
+                    inventory_view=view,
                 )
-                run.delete_requests = run.files  # Delta deletes one object per request
-                return
-            _delete_batch(spark, details, plan_sql, run)
-        finally:
-            details.unpersist()
+            )
+            run.delete_requests = run.files  # Delta deletes one object per request
+            return
+        _delete_batch(spark, details, plan_sql, run)
 
 
 def _summarise(details: DataFrame, run: TableRun) -> None:
