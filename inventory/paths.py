@@ -62,12 +62,6 @@ class StorageLocation:
             return f"file:///{self.key}"
         return f"{self.scheme}://{self.bucket}/{self.key}" if self.key else f"{self.scheme}://{self.bucket}"
 
-    def with_scheme(self, scheme: str) -> StorageLocation:
-        return StorageLocation(scheme, self.bucket, self.key)
-
-    def child(self, name: str) -> StorageLocation:
-        return StorageLocation(self.scheme, self.bucket, f"{self.key}/{name}" if self.key else name)
-
     def sibling(self, name: str) -> StorageLocation:
         """A location next to this one: ``s3://b/w/inventory`` -> ``s3://b/w/<name>``."""
         parent = self.key.rsplit("/", 1)[0] if "/" in self.key else ""

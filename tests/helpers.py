@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,19 +37,6 @@ def keys_of(s3: Any, bucket: str, prefix: str = "") -> set[str]:
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         keys.update(o["Key"] for o in page.get("Contents", []))
     return keys
-
-
-def local_files(root: Path) -> set[str]:
-    """Every file below ``root``, relative to it."""
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
-
-
-def backdate(root: Path, days: float) -> None:
-    """Set the modification time of every file below ``root`` ``days`` into the past."""
-    moment = datetime.now(UTC).timestamp() - days * 86400
-    for path in root.rglob("*"):
-        if path.is_file():
-            os.utime(path, (moment, moment))
 
 
 def write_local_inventory(
