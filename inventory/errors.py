@@ -6,6 +6,8 @@ exits with when the error ends a whole run: 2 for usage and configuration errors
 
 from __future__ import annotations
 
+import re
+
 
 class InventoryVacuumError(Exception):
     """Base class of every error the command line reports as a one-line message."""
@@ -43,3 +45,31 @@ class VacuumRefused(InventoryVacuumError):
 
 class DeleteError(InventoryVacuumError):
     """Some objects could not be deleted even after retries."""
+
+
+def spark_error_summary(error: BaseException) -> str:
+    """The most telling line of a Spark/JVM error (its innermost error condition), one line."""
+    text = str(getattr(error, "desc", None) or error).strip()
+    lines = [
+        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
+    ]
+    generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in")
+    conditions = [
+        line
+        for line in lines
+        if re.search(r"\[[A-Z][A-Z_.]+\]", line) and not any(g in line for g in generic)
+    ]
+    causes = [line.split("Caused by:", 1)[1] for line in lines if line.startswith("Caused by:")]
+    best = (
+        conditions[0] if conditions else causes[-1] if causes else lines[0] if lines else type(error).__name__
+    )
+    best = _strip_exception_names(best)
+    root = _strip_exception_names(causes[-1]) if causes else ""
+    if root and root not in best and "FAILED_READ_FILE" in best:
+        best = f"{best.split(' SQLSTATE')[0].strip()} ({root})"
+    return best[:500]
+
+
+def _strip_exception_names(line: str) -> str:
+    line = line.strip().removeprefix("Caused by:").strip()
+    return re.sub(r"^(?:[\w.$]+(?:Exception|Error):\s*)+", "", line).strip()

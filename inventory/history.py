@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
@@ -9,7 +10,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, DateType, StructType, TimestampType
 
+from inventory.errors import spark_error_summary
 from inventory.paths import StorageLocation
+
+log = logging.getLogger("inventory_vacuum")
 
 
 def default_history_location(inventory_table: str, name: str) -> str:
@@ -33,7 +37,15 @@ def append_run_rows(
         tuple(_typed({"run_id": run_id, "run_at": run_at, **record}.get(f.name), f.dataType) for f in schema)
         for record in records
     ]
-    spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(location)
+    try:
+        spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(location)
+    except Exception as error:  # the run itself is done; a history failure must not hide its result
+        log.warning(
+            "could not append %d row(s) to the history table %s: %s",
+            len(rows),
+            location,
+            spark_error_summary(error),
+        )
 
 
 def _typed(value: Any, data_type: DataType) -> Any:

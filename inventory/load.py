@@ -7,7 +7,6 @@ replaces exactly that partition. A failure anywhere leaves the table as it was.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,7 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from inventory.errors import InventoryDataError, InventoryVacuumError
+from inventory.errors import InventoryDataError, InventoryVacuumError, spark_error_summary
 from inventory.history import append_run_rows
 from inventory.manifest import Delivery, find_delivery
 from inventory.paths import StorageLocation
@@ -227,34 +226,6 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
 
 def _delivery_name(outcome: BucketResult, bucket: str) -> str:
     return f"bucket {bucket} ({outcome.manifest_key})" if outcome.manifest_key else f"bucket {bucket}"
-
-
-def spark_error_summary(error: BaseException) -> str:
-    """The most telling line of a Spark/JVM error (its innermost error condition), one line."""
-    text = str(getattr(error, "desc", None) or error).strip()
-    lines = [
-        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
-    ]
-    generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in")
-    conditions = [
-        line
-        for line in lines
-        if re.search(r"\[[A-Z][A-Z_.]+\]", line) and not any(g in line for g in generic)
-    ]
-    causes = [line.split("Caused by:", 1)[1] for line in lines if line.startswith("Caused by:")]
-    best = (
-        conditions[0] if conditions else causes[-1] if causes else lines[0] if lines else type(error).__name__
-    )
-    best = _strip_exception_names(best)
-    root = _strip_exception_names(causes[-1]) if causes else ""
-    if root and root not in best and "FAILED_READ_FILE" in best:
-        best = f"{best.split(' SQLSTATE')[0].strip()} ({root})"
-    return best[:500]
-
-
-def _strip_exception_names(line: str) -> str:
-    line = line.strip().removeprefix("Caused by:").strip()
-    return re.sub(r"^(?:[\w.$]+(?:Exception|Error):\s*)+", "", line).strip()
 
 
 def record_runs(spark: SparkSession, runs_table: str, run_id: str, buckets: Sequence[BucketResult]) -> None:

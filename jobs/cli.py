@@ -13,10 +13,13 @@ import sys
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from inventory.errors import InventoryVacuumError, UsageError
 from jobs.output import ConsoleOutput, JsonOutput, Output
+
+if TYPE_CHECKING:
+    from inventory.paths import StorageLocation
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -134,9 +137,7 @@ def _ingest(args: argparse.Namespace, output: Output) -> int:
     from inventory.s3 import s3_client
     from inventory.session import build_spark_session
 
-    destination = StorageLocation.parse(args.destination, what="--destination")
-    if not destination.is_s3:
-        raise UsageError(f"--destination {args.destination!r} must be an s3:// location")
+    destination = _s3_destination(args.destination)
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
     registry = load_registry(args.tables) if args.tables else None
     request = IngestRequest(
@@ -154,14 +155,20 @@ def _ingest(args: argparse.Namespace, output: Output) -> int:
     return 0 if result.ok else 1
 
 
-def _snapshot(args: argparse.Namespace, output: Output) -> int:
+def _s3_destination(uri: str) -> StorageLocation:
     from inventory.paths import StorageLocation
+
+    destination = StorageLocation.parse(uri, what="--destination")
+    if not destination.is_s3:
+        raise UsageError(f"--destination {uri!r} must be an s3:// location")
+    return destination
+
+
+def _snapshot(args: argparse.Namespace, output: Output) -> int:
     from inventory.report_writer import snapshot_bucket
     from inventory.s3 import s3_client
 
-    destination = StorageLocation.parse(args.destination, what="--destination")
-    if not destination.is_s3:
-        raise UsageError(f"--destination {args.destination!r} must be an s3:// location")
+    destination = _s3_destination(args.destination)
     result = snapshot_bucket(
         s3_client(),
         args.bucket,

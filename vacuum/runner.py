@@ -22,8 +22,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory.errors import InventoryTableError, InventoryVacuumError, VacuumRefused
-from inventory.load import spark_error_summary
+from inventory.errors import InventoryTableError, InventoryVacuumError, VacuumRefused, spark_error_summary
 from inventory.registry import RegisteredTable
 from inventory.s3 import describe, s3_client
 from inventory.schema import INVENTORY_TABLE_SCHEMA
