@@ -116,23 +116,21 @@ def read_delivery(spark: SparkSession, delivery: Delivery) -> DataFrame:
     )
 
 
-def normalised_delivery(spark: SparkSession, delivery: Delivery, registry: TableRegistry | None) -> DataFrame:
-    """Every row of a delivery in the inventory table's schema, tagged with its owning table."""
-    raw = read_delivery(spark, delivery)
-    rows = normalise(
-        raw,
+def normalised_delivery(spark: SparkSession, delivery: Delivery) -> DataFrame:
+    """Every row of a delivery in the inventory table's schema (``table`` still null)."""
+    return normalise(
+        read_delivery(spark, delivery),
         file_format=delivery.file_format,
         inventory_date=delivery.inventory_date,
         inventory_taken_at_ms=delivery.inventory_taken_at_ms,
     )
-    return tag_owning_table(rows, registry)
 
 
 def delivery_figures(rows: DataFrame, bucket: str) -> dict[str, int]:
     """Counts and byte totals of a normalised delivery, in one Spark job."""
     current = is_current_version()
-    noncurrent = ~current & ~F.coalesce(F.col("is_delete_marker"), F.lit(False))
     marker = F.coalesce(F.col("is_delete_marker"), F.lit(False))
+    noncurrent = ~current & ~marker
     figures = rows.agg(
         F.count(F.when(current, 1)).alias("objects"),
         F.coalesce(F.sum(F.when(current, F.col("length"))), F.lit(0)).alias("bytes"),
@@ -154,7 +152,7 @@ def load_delivery(
     spark: SparkSession, delivery: Delivery, inventory_table: str, registry: TableRegistry | None
 ) -> dict[str, int]:
     """Check a delivery's rows and replace its bucket's partition of the inventory table."""
-    rows = normalised_delivery(spark, delivery, registry)
+    rows = normalised_delivery(spark, delivery)
     figures = delivery_figures(rows, delivery.source_bucket)
     where = delivery.manifest_uri
     if figures["foreign_rows"]:
@@ -169,7 +167,7 @@ def load_delivery(
             f"{where}: {figures['incomplete_rows']} object row(s) lack Size or LastModifiedDate"
         )
     (
-        rows.where(is_current_version())
+        tag_owning_table(rows.where(is_current_version()), registry)
         .orderBy("key")  # contiguous key ranges per file: Delta's min/max stats skip most files
         .write.format("delta")
         .mode("overwrite")

@@ -218,7 +218,7 @@ def test_inventory_age_does_not_depend_on_the_driver_time_zone(spark, monkeypatc
 
 def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
     """The output check: whatever Delta proposes, a live file or a path outside the table is refused."""
-    from vacuum.plan import live_candidates
+    from vacuum.plan import candidate_details, live_candidates
     from vacuum.snapshot import load_table_state
 
     uri = f"file://{tmp_path}/t"
@@ -235,5 +235,5 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
         ],
         "path string",
     )
-    flagged = live_candidates(candidates, live, state)
+    flagged = live_candidates(candidate_details(candidates, None, state), live)
     assert sorted(flagged) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])

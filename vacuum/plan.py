@@ -65,7 +65,7 @@ def inventory_slice(inventory: DataFrame, location: StorageLocation, state: Tabl
         & F.col("modificationTime").isNotNull()
     ).withColumn("relative_path", relative)
     return rows.where(~hidden).select(
-        F.concat(F.lit(state.qualified_location.rstrip("/") + "/"), F.col("relative_path")).alias("path"),
+        F.concat(F.lit(state.base), F.col("relative_path")).alias("path"),
         "length",
         "isDir",
         "modificationTime",
@@ -107,21 +107,15 @@ def inventory_figures(inventory: DataFrame, location: StorageLocation) -> Invent
     return InventoryFigures(int(row["objects"]), taken_at)
 
 
-def live_candidates(candidates: DataFrame, live_files: DataFrame, state: TableState) -> list[str]:
-    """Candidates that are live files of the snapshot, or lie outside the table: must be none.
+def live_candidates(details: DataFrame, live_files: DataFrame) -> list[str]:
+    """Candidates (from :func:`candidate_details`) that are live files of the snapshot, or lie
+    outside the table: must be none.
 
     Delta decides what is valid; this checks its answer against the snapshot's files in our own
     terms (decoded relative paths), so a path-form mismatch can never turn into a deleted live file.
     """
-    base = state.qualified_location.rstrip("/") + "/"
-    relative = candidates.select(
-        "path",
-        F.when(F.col("path").startswith(base), F.substring(F.col("path"), len(base) + 1, 1 << 30)).alias(
-            "relative_path"
-        ),
-    )
     live = live_files.select(decoded_relative_path("path").alias("relative_path"), F.lit(True).alias("live"))
-    bad = relative.join(live, "relative_path", "left").where(
+    bad = details.join(live, "relative_path", "left").where(
         F.col("relative_path").isNull() | F.col("live").isNotNull()
     )
     return [row["path"] for row in bad.select("path").limit(5).collect()]
@@ -187,10 +181,11 @@ def dry_run_candidates(spark: SparkSession, sql: str) -> DataFrame:
 
 def candidate_details(candidates: DataFrame, slice_frame: DataFrame | None, state: TableState) -> DataFrame:
     """Candidates with ``length`` (from the inventory when there is one) and top-level partition."""
-    base = state.qualified_location.rstrip("/") + "/"
     frame = candidates.withColumn(
         "relative_path",
-        F.when(F.col("path").startswith(base), F.substring(F.col("path"), len(base) + 1, 1 << 30)),
+        F.when(
+            F.col("path").startswith(state.base), F.substring(F.col("path"), len(state.base) + 1, 1 << 30)
+        ),
     )
     if slice_frame is not None:
         frame = frame.join(slice_frame.select("path", "length"), "path", "left")

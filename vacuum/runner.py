@@ -230,15 +230,14 @@ def _vacuum(
             state, mode=options.mode, retention_hours=retain_argument, dry_run=True, inventory_view=view
         )
         log.info("%s: %s", table.name, plan_sql)
-        candidates = dry_run_candidates(spark, plan_sql)
-        suspicious = live_candidates(candidates, live_files, state)
+        details = candidate_details(dry_run_candidates(spark, plan_sql), slice_frame, state).cache()
+        cleanup.callback(details.unpersist)
+        suspicious = live_candidates(details, live_files)
         if suspicious:
             raise VacuumRefused(
                 f"Delta's plan names {len(suspicious)}+ file(s) that are live or outside the table, "
                 f"e.g. {suspicious[0]}; nothing deleted"
             )
-        details = candidate_details(candidates, slice_frame, state).cache()
-        cleanup.callback(details.unpersist)
         _summarise(details, run)
         if options.collect_candidates:
             run.candidates = details.select(

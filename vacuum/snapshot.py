@@ -29,6 +29,11 @@ class TableState:
     iceberg_enabled: bool  # UniForm: the metadata/ folder belongs to Iceberg
 
     @property
+    def base(self) -> str:
+        """The qualified location with a trailing slash: every path of the table starts with it."""
+        return self.qualified_location.rstrip("/") + "/"
+
+    @property
     def retention_hours(self) -> float:
         return self.retention_millis / 3_600_000
 
