@@ -38,7 +38,10 @@ def append_run_rows(
         for record in records
     ]
     try:
-        spark.createDataFrame(rows, schema).write.format("delta").mode("append").save(location)
+        # mergeSchema: a history table written by an older version gains the new columns
+        spark.createDataFrame(rows, schema).write.format("delta").mode("append").option(
+            "mergeSchema", "true"
+        ).save(location)
     except Exception as error:  # the run itself is done; a history failure must not hide its result
         log.warning(
             "could not append %d row(s) to the history table %s: %s",

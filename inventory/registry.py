@@ -16,6 +16,7 @@ most one table, and "longest prefix" and "only prefix" are the same thing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,9 +142,14 @@ def _parse_entry(entry: Any, index: int, source: str) -> RegisteredTable:
         raise ConfigError(f"{where}: path {entry['path']!r} is a whole bucket, not a table")
     retain_hours = entry.get("retain_hours")
     if retain_hours is not None and (
-        isinstance(retain_hours, bool) or not isinstance(retain_hours, int | float) or retain_hours < 0
+        isinstance(retain_hours, bool)
+        or not isinstance(retain_hours, int | float)
+        or not math.isfinite(retain_hours)
+        or retain_hours < 0
     ):
-        raise ConfigError(f"{where}: retain_hours must be a number of hours >= 0")
+        raise ConfigError(
+            f"{where}: retain_hours must be a finite number of hours >= 0, not {retain_hours!r}"
+        )
     enabled = entry.get("enabled", True)
     if not isinstance(enabled, bool):
         raise ConfigError(f"{where}: enabled must be true or false")

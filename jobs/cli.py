@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 import uuid
@@ -46,8 +47,18 @@ def _hours(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of hours >= 0")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number in (0, 1]")
     return value
 
 
@@ -88,13 +99,22 @@ def build_parser() -> argparse.ArgumentParser:
     vacuum.add_argument("--allow-unsafe-retention", action="store_true")
     vacuum.add_argument("--dry-run", action="store_true")
     vacuum.add_argument("--mode", default="inventory", choices=["inventory", "list", "lite"])
-    vacuum.add_argument("--delete-with", default="delta", choices=["delta", "batch"])
+    vacuum.add_argument(
+        "--delete-with",
+        default="auto",
+        choices=["auto", "delta", "batch"],
+        help="batch: S3 DeleteObjects, counted per key (auto's choice on S3 in inventory mode); "
+        "delta: Delta's own VACUUM, then a check of what is gone",
+    )
     vacuum.add_argument("--max-inventory-age-hours", type=_hours, default=72.0)
-    vacuum.add_argument("--min-coverage", type=float, default=0.99, help=argparse.SUPPRESS)
+    vacuum.add_argument("--min-coverage", type=_share, default=0.99, help=argparse.SUPPRESS)
     vacuum.add_argument("--allow-versioned", action="store_true")
     vacuum.add_argument("--report", help="also write the JSON report to this file")
     vacuum.add_argument("--candidates", help="write the candidate list to this .parquet or .csv path")
     vacuum.add_argument("--history-table", help="vacuum_runs location (default: beside the inventory table)")
+    vacuum.add_argument(
+        "--ledger-table", help="vacuum_deletions ledger location (default: beside the inventory table)"
+    )
     vacuum.add_argument("--parallel", type=_positive_int, default=4)
     vacuum.add_argument("--json", action="store_true")
 
@@ -195,12 +215,24 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
         raise UsageError("--delete-with batch needs --mode inventory")
     if args.candidates and not args.candidates.endswith((".parquet", ".csv")):
         raise UsageError(f"--candidates {args.candidates!r} must end in .parquet or .csv")
-    if not 0 < args.min_coverage <= 1:
-        raise UsageError("--min-coverage must be in (0, 1]")
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
-    tables = load_registry(args.tables).select(args.table_names)
+    registry = load_registry(args.tables)
+    tables = registry.select(args.table_names)
     if not tables:
         raise UsageError(f"{args.tables}: no enabled tables to vacuum")
+    for flag, path in (("--report", args.report), ("--candidates", args.candidates)):
+        if path:
+            _check_writable(flag, path)  # before anything is deleted, not after
+    history_table = args.history_table or default_history_location(args.inventory_table, "vacuum_runs")
+    ledger_table = args.ledger_table or default_history_location(args.inventory_table, "vacuum_deletions")
+    protected = (
+        args.inventory_table,
+        history_table,
+        ledger_table,
+        default_history_location(args.inventory_table, "inventory_runs"),
+        *[t.path for t in registry.tables],
+        *([args.tables] if "://" in args.tables else []),
+    )
     options = VacuumOptions(
         inventory_table=args.inventory_table,
         mode=args.mode,
@@ -213,7 +245,9 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
         allow_versioned=args.allow_versioned,
         parallel=args.parallel,
         collect_candidates=bool(args.candidates),
-        history_table=args.history_table or default_history_location(args.inventory_table, "vacuum_runs"),
+        history_table=history_table,
+        ledger_table=ledger_table,
+        protected_locations=tuple(p for p in protected if not p.startswith("/")),
     )
     spark = build_spark_session("inventory-vacuum vacuum")
     result = vacuum_tables(spark, tables, options, run_id=_run_id())
@@ -224,6 +258,18 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
             json.dump(result.to_dict(), report, indent=2, default=str)
     output.show("vacuum", result)
     return 0 if result.ok else 1
+
+
+def _check_writable(flag: str, path: str) -> None:
+    """Fail now, with the flag's name, if ``path`` cannot be written."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as error:
+        raise UsageError(f"{flag} {path}: cannot write there: {error.strerror}") from None
+    if not existed:
+        os.remove(path)
 
 
 def _demo(args: argparse.Namespace, output: Output) -> int:

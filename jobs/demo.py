@@ -142,7 +142,12 @@ def run_demo(workdir: str, output: Output) -> int:
             run_id="demo",
         )
         history = f"s3://{INVENTORY}/tables/vacuum_runs"
-        base = VacuumOptions(inventory_table=inventory_table, history_table=history, delete_with="batch")
+        base = VacuumOptions(
+            inventory_table=inventory_table,
+            history_table=history,
+            ledger_table=f"s3://{INVENTORY}/tables/vacuum_deletions",
+            delete_with="batch",
+        )
         dry = vacuum_tables(spark, registry.select(None), _with(base, dry_run=True), run_id="demo-dry-run")
         real = vacuum_tables(spark, registry.select(None), base, run_id="demo")
         readable = {name: spark.read.format("delta").load(uri).count() for name, uri in tables.items()}

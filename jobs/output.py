@@ -90,19 +90,37 @@ class ConsoleOutput:
     def _vacuum(self, data: dict[str, Any]) -> list[str]:
         lines = []
         for t in data["tables"]:
-            verb = "would delete" if t["dry_run"] else "deleted"
-            if t["status"] == "ok":
-                lines.append(
-                    f"ok       {t['name']}: {verb} {t['files']} files, {_size(t['bytes']) if t['bytes'] is not None else 'size unknown'} "
-                    f"(mode {t['mode']}, retention {_hours(t['retention_hours_effective'])}, "
-                    f"{t['delete_requests']} delete requests, {t['seconds']:.1f}s)"
+            planned = f"{t['planned_files']} files, {_size_or_unknown(t['planned_bytes'])}"
+            if t["dry_run"]:
+                outcome = f"would delete {planned}"
+            elif t["deleted_files"] is None:
+                outcome = f"planned {planned}; deleted: not measured"
+            else:
+                outcome = (
+                    f"deleted {t['deleted_files']} of {t['planned_files']} planned files, "
+                    + _size_or_unknown(t["deleted_bytes"])
                 )
+            details = (
+                f"(mode {t['mode']}, delete with {t['delete_with']}, retention {_hours(t['retention_hours_effective'])}, "
+                f"{t['delete_requests']} delete requests, {t['seconds']:.1f}s)"
+            )
+            if t["status"] == "ok":
+                lines.append(f"ok       {t['name']}: {outcome} {details}")
                 for partition in t.get("partitions") or []:
                     lines.append(
                         f"           {partition['partition']}: {partition['files']} files, {_size(partition['bytes'])}"
                     )
-                for warning in t.get("warnings") or []:
-                    lines.append(f"           warning: {warning}")
             else:
                 lines.append(f"{t['status'].upper():8} {t['name']}: {t['reason']}")
+            if t.get("kept"):
+                kept = ", ".join(
+                    f"{count} {reason.replace('_', ' ')}" for reason, count in sorted(t["kept"].items())
+                )
+                lines.append(f"           kept: {kept}")
+            for warning in t.get("warnings") or []:
+                lines.append(f"           warning: {warning}")
         return lines
+
+
+def _size_or_unknown(value: int | None) -> str:
+    return _size(value) if value is not None else "size unknown"

@@ -68,7 +68,7 @@ def test_default_retention_deletes_only_old_untracked_files(spark, tmp_path):
     assert code == 0, dry["tables"][0]["reason"]
     [run] = dry["tables"]
     assert run["status"] == "ok" and run["dry_run"] is True
-    assert run["files"] == len(old_junk) and run["bytes"] == 4 * len(old_junk)
+    assert run["planned_files"] == len(old_junk) and run["planned_bytes"] == 4 * len(old_junk)
     assert run["coverage"] == 1.0
     assert run["retention_hours_effective"] == 168
     assert {p["partition"] for p in run["partitions"]} == {"day=2024-01-01", "(table root)"}
@@ -78,7 +78,7 @@ def test_default_retention_deletes_only_old_untracked_files(spark, tmp_path):
     before = files_under(tmp_path / "lake")
     code, real = vacuum(registry, inventory)
     assert code == 0, real["tables"][0]["reason"]
-    assert real["tables"][0]["files"] == len(old_junk)
+    assert real["tables"][0]["deleted_files"] == len(old_junk)
     deleted = before - files_under(tmp_path / "lake")
     assert deleted == {str(p) for p in old_junk}
     # every version inside retention still reads (VACUUM START/END commits add two more)
@@ -118,6 +118,6 @@ def test_short_retention_deletes_exactly_the_unreferenced_files(spark, tmp_path)
     deleted = before - files_under(root)
     # the local filesystem deletes a data file's .crc side file with it
     assert {p for p in deleted if not p.endswith(".crc")} == expected
-    assert result["tables"][0]["files"] == len(expected)
+    assert result["tables"][0]["deleted_files"] == len(expected)
     assert spark.read.format("delta").load(uri).count() == current_count
     assert (root / "day=2024-01-01" / "_SUCCESS").exists()

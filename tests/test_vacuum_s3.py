@@ -105,7 +105,8 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
 
     code, dry = cli_json("vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--dry-run")
     assert code == 0, dry["tables"][0]["reason"]
-    assert dry["tables"][0]["files"] == len(expected)
+    assert dry["tables"][0]["planned_files"] == len(expected)
+    assert dry["tables"][0]["deleted_files"] == 0
     assert keys_of(s3, lake["bucket"]) == before  # a dry run deletes nothing
 
     code, result = cli_json("vacuum", "--inventory-table", lake["inventory"], "--tables", registry)
@@ -113,7 +114,8 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
     after = keys_of(s3, lake["bucket"])
     assert before - after == expected
     assert set(HIDDEN_AND_NEIGHBOURS) <= after
-    assert result["tables"][0]["files"] == len(expected)
+    assert result["tables"][0]["delete_with"] == "batch"  # the default on S3: it counts per key
+    assert result["tables"][0]["deleted_files"] == result["tables"][0]["planned_files"] == len(expected)
     assert spark.read.format("delta").load(lake["uri"]).count() == rows_before
 
 
@@ -163,9 +165,10 @@ def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_facto
     assert code == 0, delta["tables"][0]["reason"]
 
     [b], [d] = batch["tables"], delta["tables"]
-    assert (b["files"], b["bytes"]) == (d["files"], d["bytes"]) == (len(expected_one), b["bytes"])
-    assert b["bytes"] > 0
-    assert b["delete_requests"] <= 2 and d["delete_requests"] == d["files"]  # 1000 keys a request vs one each
+    # both counts are measured: batch per key, delta by checking afterwards what is gone
+    assert (b["deleted_files"], b["deleted_bytes"]) == (d["deleted_files"], d["deleted_bytes"])
+    assert b["deleted_files"] == b["planned_files"] == len(expected_one) and b["deleted_bytes"] > 0
+    assert b["delete_requests"] <= 2 and d["delete_requests"] == 0  # Delta's own requests are not ours
     assert (
         before - keys_of(s3, source, "one/") - {k for k in before if not k.startswith("one/")} == expected_one
     )
@@ -178,20 +181,15 @@ def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_facto
 
 
 def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lake):
-    from vacuum.plan import (
-        candidate_details,
-        delta_inventory,
-        dry_run_candidates,
-        inventory_slice,
-        temporary_view,
-        vacuum_sql,
-    )
-    from vacuum.runner import TableRun, _delete_batch, _summarise, read_inventory
+    from tests.test_plan_and_delete import slice_of
+    from vacuum.plan import candidate_details, delta_inventory, dry_run_candidates, temporary_view, vacuum_sql
+    from vacuum.results import TableRun
+    from vacuum.runner import _delete_batch, _RunContext, _summarise, read_inventory
     from vacuum.snapshot import load_table_state
 
     location = StorageLocation.parse(lake["uri"])
     state, _ = load_table_state(spark, lake["uri"])
-    frame = inventory_slice(read_inventory(spark, lake["inventory"]), location, state)
+    frame = slice_of(read_inventory(spark, lake["inventory"]), location, state)
     with temporary_view(delta_inventory(frame)) as view:
         sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=view)
         planned = candidate_details(dry_run_candidates(spark, sql), frame, state)
@@ -201,12 +199,18 @@ def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lak
         # between planning and deleting, RESTORE makes the overwritten files live again
         spark.sql(f"RESTORE TABLE delta.`{lake['uri']}` TO VERSION AS OF 1")
         restored_count = spark.read.format("delta").load(lake["uri"]).count()
-        _delete_batch(spark, planned, sql, run)
+        context = _RunContext("test", None, ())
+        _delete_batch(spark, planned, sql, RegisteredTableStub("events"), context, None, run)
     remaining = keys_of(s3, lake["bucket"])
     assert set(JUNK).isdisjoint(remaining)  # still garbage: deleted
-    assert run.files == len(JUNK) < len(planned_paths)
+    assert run.deleted_files == len(JUNK) < len(planned_paths) == run.planned_files
     assert run.warnings and "live again" in run.warnings[0]
     assert spark.read.format("delta").load(lake["uri"]).count() == restored_count  # nothing live was lost
+
+
+class RegisteredTableStub:
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, bucket_factory):
@@ -280,9 +284,14 @@ def test_retention_shorter_than_the_table_needs_explicit_consent(spark, s3, buck
     overwritten = (
         spark.read.format("delta").option("versionAsOf", 1).load(uri).where("day = '2024-01-01'").inputFiles()
     )
-    assert allowed["tables"][0]["files"] == len(overwritten) > 0  # removed just now, retained by default
+    assert (
+        allowed["tables"][0]["planned_files"] == len(overwritten) > 0
+    )  # removed just now, retained by default
     code, default = cli_json(*base)
-    assert default["tables"][0]["retention_hours_effective"] == 168 and default["tables"][0]["files"] == 0
+    assert (
+        default["tables"][0]["retention_hours_effective"] == 168
+        and default["tables"][0]["planned_files"] == 0
+    )
     assert spark.conf.get("spark.databricks.delta.retentionDurationCheck.enabled") == "true"  # restored
 
 
@@ -323,21 +332,26 @@ def test_report_candidates_and_history(spark, s3, lake):
         "dry_run",
         "retention_hours_effective",
         "inventory_taken_at",
-        "files",
-        "bytes",
+        "planned_files",
+        "planned_bytes",
+        "deleted_files",
+        "deleted_bytes",
+        "remaining_files",
+        "kept",
+        "nested_tables",
         "delete_requests",
         "seconds",
         "reason",
     }
     with candidates.open() as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == run["files"] and {r["table"] for r in rows} == {"events"}
+    assert len(rows) == run["planned_files"] and {r["table"] for r in rows} == {"events"}
     assert {f"events/{p}" for p in ("day=2024-01-01/orphan.parquet", "orphan-at-root.parquet")} <= {
         r["path"].split(f"{lake['bucket']}/", 1)[1] for r in rows
     }
     history = spark.read.format("delta").load(f"s3://{lake['inventory_bucket']}/tables/vacuum_runs").collect()
-    assert [(h["table"], h["status"], h["dry_run"], h["files"]) for h in history] == [
-        ("events", "ok", True, run["files"])
+    assert [(h["table"], h["status"], h["dry_run"], h["planned_files"]) for h in history] == [
+        ("events", "ok", True, run["planned_files"])
     ]
     assert history[0]["coverage"] == 1.0 and history[0]["inventory_taken_at"] is not None
 

@@ -1,8 +1,11 @@
-"""Deleting: Delta's own VACUUM, or S3 DeleteObjects in batches spread over Spark tasks.
+"""Deleting with S3 DeleteObjects in batches spread over Spark tasks.
 
-Both are only ever called by :mod:`vacuum.runner` with a list the planner produced and the gates
-passed. The batch path deletes at most 1000 keys a request (S3's limit), retries per-key errors
-and 503 SlowDown with exponential backoff, and counts a key that is already gone as deleted.
+Only ever called by :mod:`vacuum.runner` with a list the planner produced and the gates passed.
+Each request holds at most 1000 keys (S3's limit). What S3 can still accept later (503 SlowDown,
+500 InternalError, a dropped or timed-out connection) is retried with exponential backoff and
+jitter; what cannot succeed (AccessDenied, missing credentials, a malformed request) is not.
+A task never fails: every key comes back with its own outcome, so whatever was deleted before an
+error is counted, written to the ledger and shown, and the rest is reported as remaining.
 """
 
 from __future__ import annotations
@@ -14,20 +17,50 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 MAX_KEYS_PER_REQUEST = 1000
-_RETRYABLE = {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "503", "500"}
-_ALREADY_GONE = {"NoSuchKey", "404"}
+RETRYABLE_CODES = frozenset(
+    {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling", "503", "500"}
+)
+_ALREADY_GONE = frozenset({"NoSuchKey", "404"})
+# Characters an XML 1.0 body cannot carry as they are: C0 controls other than tab and newline, and
+# the carriage return, which XML parsers turn into a newline (so "a\rb" would name "a\nb").
+_NOT_SENDABLE = "[\\x{0}-\\x{8}\\x{B}-\\x{1F}\\x{FFFE}\\x{FFFF}]"
+
+OUTCOME_SCHEMA = StructType(
+    [
+        StructField("bucket", StringType()),
+        StructField("key", StringType()),
+        StructField("deleted", BooleanType()),
+        StructField("error", StringType()),
+        StructField("requests", LongType()),
+    ]
+)
 
 
 @dataclass(frozen=True)
-class DeleteOutcome:
-    deleted: int
-    failed: int
+class KeyBatchOutcome:
+    """What one DeleteObjects exchange (with its retries) did to up to 1000 keys."""
+
+    deleted: list[str]
+    failed: dict[str, str]  # key -> error
     requests: int
-    first_error: str | None
+
+
+def sendable_key(key: Column) -> Column:
+    """True for keys that a DeleteObjects XML body carries unchanged."""
+    return ~key.rlike(_NOT_SENDABLE)
+
+
+def is_sendable(key: str) -> bool:
+    """Python twin of :func:`sendable_key`, checked again in the task before any request."""
+    return not any(
+        (ord(c) < 0x20 and c not in "\t\n") or c in "\ufffe\uffff" or 0xD800 <= ord(c) <= 0xDFFF for c in key
+    )
 
 
 def with_bucket_and_key(frame: DataFrame) -> DataFrame:
@@ -38,10 +71,13 @@ def with_bucket_and_key(frame: DataFrame) -> DataFrame:
     )
 
 
-def delete_in_batches(
-    candidates: DataFrame, *, max_attempts: int = 8, tasks: int | None = None
-) -> DeleteOutcome:
-    """Delete the objects of ``candidates`` (columns ``bucket``, ``key``) with DeleteObjects."""
+def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: int | None = None) -> DataFrame:
+    """Delete the objects of ``candidates`` (columns ``bucket``, ``key``) with DeleteObjects.
+
+    Returns one row per key (``bucket, key, deleted, error``) plus ``requests`` (the requests a
+    task sent, on one row of each task), persisted: the deletes run exactly once, when this
+    returns. The caller unpersists it.
+    """
     spark = candidates.sparkSession
     settings = {
         "endpoint_url": os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
@@ -55,65 +91,101 @@ def delete_in_batches(
         .sortWithinPartitions("bucket", "key")
     )
 
-    def run(rows: Iterable[Any]) -> Iterator[tuple[int, int, int, str | None]]:
-        yield _delete_partition(((row[0], row[1]) for row in rows), settings, max_attempts)
+    def run(rows: Iterable[Any]) -> Iterator[tuple[str | None, str | None, bool, str | None, int]]:
+        return delete_partition(((row[0], row[1]) for row in rows), settings, max_attempts)
 
-    results = keyed.rdd.mapPartitions(run).collect()
-    errors = [r[3] for r in results if r[3]]
-    return DeleteOutcome(
-        deleted=sum(r[0] for r in results),
-        failed=sum(r[1] for r in results),
-        requests=sum(r[2] for r in results),
-        first_error=errors[0] if errors else None,
+    outcomes = spark.createDataFrame(keyed.rdd.mapPartitions(run), OUTCOME_SCHEMA).persist(
+        StorageLevel.MEMORY_AND_DISK
     )
+    outcomes.count()
+    return outcomes
 
 
-def _delete_partition(
+def delete_partition(
     rows: Iterator[tuple[str, str]], settings: dict[str, str | None], max_attempts: int
-) -> tuple[int, int, int, str | None]:
-    """Runs in a Spark task: delete one partition's keys, 1000 a request, with retries."""
-    import boto3
-    from botocore.config import Config
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=settings["endpoint_url"],
-        region_name=settings["region_name"],
-        config=Config(retries={"max_attempts": 10, "mode": "adaptive"}),
-    )
-    deleted = failed = requests = 0
-    first_error: str | None = None
+) -> Iterator[tuple[str | None, str | None, bool, str | None, int]]:
+    """Runs in a Spark task: delete one partition's keys, 1000 a request. Never raises."""
+    requests = 0
+    fatal: str | None = None
+    try:
+        client = _client(settings)
+    except Exception as error:  # no client, no request: every key stays, with the reason
+        client, fatal = None, f"cannot create an S3 client: {_describe(error)}"
     batch: list[str] = []
     current_bucket: str | None = None
 
-    def flush() -> None:
-        nonlocal deleted, failed, requests, first_error
+    def flush() -> Iterator[tuple[str | None, str | None, bool, str | None, int]]:
+        nonlocal requests, fatal
         if not batch or current_bucket is None:
             return
-        outcome = delete_keys(client, current_bucket, list(batch), max_attempts)
-        deleted += outcome.deleted
-        failed += outcome.failed
-        requests += outcome.requests
-        first_error = first_error or outcome.first_error
+        if fatal is not None:
+            outcome = KeyBatchOutcome([], dict.fromkeys(batch, fatal), 0)
+        else:
+            outcome = delete_keys(client, current_bucket, list(batch), max_attempts)
+            requests += outcome.requests
+            if outcome.failed and len(outcome.failed) == len(batch) and not outcome.deleted:
+                first = next(iter(outcome.failed.values()))
+                if _stops_everything(first):
+                    fatal = first
+        for key in outcome.deleted:
+            yield current_bucket, key, True, None, 0
+        for key, error in outcome.failed.items():
+            yield current_bucket, key, False, error, 0
         batch.clear()
 
     for bucket, key in rows:
         if bucket != current_bucket or len(batch) == MAX_KEYS_PER_REQUEST:
-            flush()
+            yield from flush()
             current_bucket = bucket
-        batch.append(key)
-    flush()
-    return deleted, failed, requests, first_error
+        if is_sendable(key):
+            batch.append(key)
+        else:
+            yield bucket, key, False, "key cannot be sent in a DeleteObjects XML body", 0
+    yield from flush()
+    yield None, None, False, None, requests  # the task's request count
 
 
-def delete_keys(client: Any, bucket: str, keys: list[str], max_attempts: int = 8) -> DeleteOutcome:
-    """Delete up to 1000 keys of one bucket; retry what S3 reports as failed or throttled."""
-    from botocore.exceptions import ClientError
+def _client(settings: dict[str, str | None]) -> Any:
+    import boto3
+    from botocore.config import Config
 
+    return boto3.client(
+        "s3",
+        endpoint_url=settings["endpoint_url"],
+        region_name=settings["region_name"],
+        # our own loop retries (it must see each key's outcome); botocore adds none of its own
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60),
+    )
+
+
+def _stops_everything(error: str) -> bool:
+    """Errors after which the next batch cannot fare better (credentials, access)."""
+    return any(
+        word in error for word in ("credentials", "AccessDenied", "InvalidAccessKeyId", "NoSuchBucket")
+    )
+
+
+def delete_keys(client: Any, bucket: str, keys: list[str], max_attempts: int = 6) -> KeyBatchOutcome:
+    """Delete up to 1000 keys of one bucket; retry only what S3 could still accept."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    transient_network = (
+        EndpointConnectionError,
+        ConnectionClosedError,
+        ReadTimeoutError,
+        ConnectTimeoutError,
+    )
     assert len(keys) <= MAX_KEYS_PER_REQUEST
     pending = list(keys)
-    deleted = requests = 0
-    last_error: str | None = None
+    deleted: list[str] = []
+    failed: dict[str, str] = {}
+    requests = 0
     for attempt in range(max_attempts):
         if not pending:
             break
@@ -126,19 +198,33 @@ def delete_keys(client: Any, bucket: str, keys: list[str], max_attempts: int = 8
             )
         except ClientError as error:
             detail = error.response.get("Error", {})
-            last_error = f"s3://{bucket}: {detail.get('Code')}: {detail.get('Message')}"
-            if str(detail.get("Code")) in _RETRYABLE:
+            message = f"s3://{bucket}: {detail.get('Code')}: {detail.get('Message')}"
+            if str(detail.get("Code")) in RETRYABLE_CODES and attempt + 1 < max_attempts:
                 continue
-            break
+            failed.update(dict.fromkeys(pending, message))
+            return KeyBatchOutcome(deleted, failed, requests)
+        except transient_network as error:
+            if attempt + 1 < max_attempts:
+                continue
+            failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
+            return KeyBatchOutcome(deleted, failed, requests)
+        except Exception as error:  # credentials, parameter validation, ...: retrying cannot help
+            failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
+            return KeyBatchOutcome(deleted, failed, requests)
+        problems = {str(p.get("Key")): p for p in response.get("Errors", [])}
         retry: list[str] = []
-        for problem in response.get("Errors", []):
-            code = str(problem.get("Code"))
-            if code in _ALREADY_GONE:
-                continue
-            last_error = f"s3://{bucket}/{problem.get('Key')}: {code}: {problem.get('Message')}"
-            retry.append(problem["Key"])
-        deleted += len(pending) - len(retry)
+        for key in pending:
+            problem = problems.get(key)
+            code = str(problem.get("Code")) if problem else None
+            if problem is None or code in _ALREADY_GONE:
+                deleted.append(key)
+            elif code in RETRYABLE_CODES and attempt + 1 < max_attempts:
+                retry.append(key)
+            else:
+                failed[key] = f"s3://{bucket}/{key}: {code}: {problem.get('Message')}"
         pending = retry
-    return DeleteOutcome(
-        deleted=deleted, failed=len(pending), requests=requests, first_error=last_error if pending else None
-    )
+    return KeyBatchOutcome(deleted, failed, requests)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

@@ -19,7 +19,7 @@ from pyspark.sql.types import (
 from inventory.history import append_run_rows
 
 if TYPE_CHECKING:
-    from vacuum.runner import TableRun
+    from vacuum.results import TableRun
 
 VACUUM_RUNS_SCHEMA = StructType(
     [
@@ -34,8 +34,13 @@ VACUUM_RUNS_SCHEMA = StructType(
         StructField("retention_hours", DoubleType()),
         StructField("inventory_taken_at", TimestampType()),
         StructField("coverage", DoubleType()),
-        StructField("files", LongType()),
-        StructField("bytes", LongType()),
+        StructField("inventory_version", LongType()),
+        StructField("planned_files", LongType()),
+        StructField("planned_bytes", LongType()),
+        StructField("deleted_files", LongType()),
+        StructField("deleted_bytes", LongType()),
+        StructField("remaining_files", LongType()),
+        StructField("kept_objects", LongType()),
         StructField("delete_requests", LongType()),
         StructField("seconds", DoubleType()),
         StructField("status", StringType()),

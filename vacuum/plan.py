@@ -26,6 +26,14 @@ from pyspark.sql import functions as F
 
 from inventory.paths import StorageLocation
 from inventory.schema import VACUUM_INVENTORY_SCHEMA, is_current_version
+from vacuum.execute import sendable_key
+from vacuum.results import (
+    KEPT_DELETED_EARLIER,
+    KEPT_NESTED_TABLE,
+    KEPT_NOT_SENDABLE,
+    KEPT_PROTECTED_PATH,
+    KEPT_UNPARSABLE_KEY,
+)
 from vacuum.snapshot import TableState, decoded_relative_path
 
 
@@ -43,34 +51,102 @@ def is_hidden_component(
     return hidden
 
 
-def inventory_slice(inventory: DataFrame, location: StorageLocation, state: TableState) -> DataFrame:
-    """The inventory rows of one table, in the form Delta's USING INVENTORY matches on.
-
-    Columns: Delta's four (``path, length, isDir, modificationTime``) with ``path`` on the table's
-    qualified location, plus ``relative_path`` (the key below the table).
+def table_objects(inventory: DataFrame, location: StorageLocation) -> DataFrame:
+    """The current-version objects under ``<table path>/``, with ``relative_path`` (the key below
+    the table) and its ``components``; ``/``-terminated keys and keys with ``//`` left out (S3
+    folder markers and keys no Hadoop path can name).
     """
     prefix = f"{location.key}/"
-    relative = F.substring(F.col("key"), len(prefix) + 1, 1 << 30)
-    components = F.split(relative, "/")
-    hidden = F.exists(
-        components, lambda c: is_hidden_component(c, state.partition_columns, state.iceberg_enabled)
+    return (
+        inventory.where(
+            (F.col("bucket") == location.bucket)
+            & F.col("key").startswith(prefix)
+            & is_current_version()
+            & ~F.col("key").endswith("/")
+            & ~F.col("key").contains("//")
+            & F.col("length").isNotNull()
+            & F.col("modificationTime").isNotNull()
+        )
+        .withColumn("relative_path", F.substring(F.col("key"), len(prefix) + 1, 1 << 30))
+        .withColumn("components", F.split(F.col("relative_path"), "/"))
     )
-    rows = inventory.where(
-        (F.col("bucket") == location.bucket)
-        & F.col("key").startswith(prefix)
-        & is_current_version()
-        & ~F.col("key").endswith("/")
-        & ~F.col("key").contains("//")
-        & F.col("length").isNotNull()
-        & F.col("modificationTime").isNotNull()
-    ).withColumn("relative_path", relative)
-    return rows.where(~hidden).select(
+
+
+def nested_table_root() -> Column:
+    """For a row of :func:`table_objects`: the relative directory of the nested Delta table that
+    holds it (the directory above a ``_delta_log`` component below the table root), else null."""
+    position = F.array_position(F.col("components"), "_delta_log")
+    return F.when(position > 1, F.array_join(F.slice(F.col("components"), 1, position - 1), "/"))
+
+
+def under_any(relative_path: Column, prefixes: Sequence[str]) -> Column:
+    """True when ``relative_path`` lies below one of ``prefixes`` (relative directories)."""
+    condition = F.lit(False)
+    for prefix in prefixes:
+        condition = condition | relative_path.startswith(prefix.rstrip("/") + "/")
+    return condition
+
+
+def first_matching_root(relative_path: Column, roots: Sequence[str]) -> Column:
+    """The first of ``roots`` (relative directories) that holds ``relative_path``, else null."""
+    result: Column = F.lit(None).cast("string")
+    for root in sorted(roots, key=len, reverse=True):
+        result = F.when(relative_path.startswith(root + "/"), F.lit(root)).otherwise(result)
+    return result
+
+
+def unparsable_by_hadoop(relative_path: Column) -> Column:
+    """Keys Hadoop's ``new Path(relative)`` rejects: a colon in the first component reads as a
+    URI scheme ("Relative path in absolute URI"), which would fail Delta's whole VACUUM."""
+    return F.split(relative_path, "/").getItem(0).contains(":")
+
+
+def classify_objects(
+    objects: DataFrame,
+    state: TableState,
+    *,
+    nested_roots: Sequence[str],
+    protected_prefixes: Sequence[str],
+    deleted_earlier: DataFrame | None,
+    check_sendable: bool,
+) -> DataFrame:
+    """Add ``kept_reason`` (null: the object goes to Delta) and ``nested_root`` to the table's
+    objects. Hidden paths are dropped altogether: they are the table's own (``_delta_log``, ...).
+    """
+    hidden = F.exists(
+        F.col("components"),
+        lambda c: is_hidden_component(c, state.partition_columns, state.iceberg_enabled),
+    )
+    frame = objects.where(~hidden).withColumn(
+        "nested_root", first_matching_root(F.col("relative_path"), nested_roots)
+    )
+    if deleted_earlier is not None:
+        gone = deleted_earlier.select("bucket", "key", F.lit(True).alias("deleted_earlier"))
+        frame = frame.join(gone, ["bucket", "key"], "left")
+    else:
+        frame = frame.withColumn("deleted_earlier", F.lit(None).cast("boolean"))
+    reason = (
+        F.when(F.col("nested_root").isNotNull(), F.lit(KEPT_NESTED_TABLE))
+        .when(under_any(F.col("relative_path"), protected_prefixes), F.lit(KEPT_PROTECTED_PATH))
+        .when(unparsable_by_hadoop(F.col("relative_path")), F.lit(KEPT_UNPARSABLE_KEY))
+        .when(F.col("deleted_earlier").isNotNull(), F.lit(KEPT_DELETED_EARLIER))
+    )
+    if check_sendable:
+        reason = reason.when(~sendable_key(F.col("key")), F.lit(KEPT_NOT_SENDABLE))
+    return frame.withColumn("kept_reason", reason)
+
+
+def inventory_slice(classified: DataFrame, state: TableState) -> DataFrame:
+    """The rows Delta's USING INVENTORY sees for one table: ``path`` rebuilt on the table's
+    qualified location, plus ``relative_path``, ``key`` and ``bucket``."""
+    return classified.where(F.col("kept_reason").isNull()).select(
         F.concat(F.lit(state.base), F.col("relative_path")).alias("path"),
         "length",
         "isDir",
         "modificationTime",
         "relative_path",
         "key",
+        "bucket",
     )
 
 
@@ -87,24 +163,46 @@ class InventoryFigures:
 
     objects_under_table: int
     inventory_taken_at: datetime | None
+    newest_modification_millis: int | None
+    nested_roots: tuple[str, ...]
 
 
 def inventory_figures(inventory: DataFrame, location: StorageLocation) -> InventoryFigures:
-    """Objects under the table's path, and when the bucket's inventory was taken."""
+    """Objects under the table's path, when the bucket's inventory was taken, the newest
+    ``modificationTime`` of the bucket, and the nested Delta tables below the table."""
     prefix = f"{location.key}/"
+    objects = table_objects(inventory, location)
+    nested = objects.select(nested_table_root().alias("root")).where(F.col("root").isNotNull())
     row = (
         inventory.where(F.col("bucket") == location.bucket)
         .agg(
             F.count(F.when(F.col("key").startswith(prefix), 1)).alias("objects"),
             # epoch millis: PySpark would turn a timestamp into the driver's local time zone
             F.max(F.unix_millis("inventory_taken_at")).alias("taken_at_ms"),
+            F.max("modificationTime").alias("newest_ms"),
         )
+        .crossJoin(nested.agg(F.collect_set("root").alias("roots")))
         .first()
     )
     assert row is not None
     taken_at_ms = row["taken_at_ms"]
     taken_at = datetime.fromtimestamp(taken_at_ms / 1000, tz=UTC) if taken_at_ms is not None else None
-    return InventoryFigures(int(row["objects"]), taken_at)
+    return InventoryFigures(
+        int(row["objects"]),
+        taken_at,
+        row["newest_ms"],
+        _outermost(row["roots"] or []),
+    )
+
+
+def _outermost(roots: Sequence[str]) -> tuple[str, ...]:
+    """Drop roots that lie inside another root (a table nested in a nested table)."""
+    ordered = sorted(set(roots), key=len)
+    kept: list[str] = []
+    for root in ordered:
+        if not any(root.startswith(outer + "/") for outer in kept):
+            kept.append(root)
+    return tuple(kept)
 
 
 def live_candidates(details: DataFrame, live_files: DataFrame) -> list[str]:
@@ -180,19 +278,55 @@ def dry_run_candidates(spark: SparkSession, sql: str) -> DataFrame:
 
 
 def candidate_details(candidates: DataFrame, slice_frame: DataFrame | None, state: TableState) -> DataFrame:
-    """Candidates with ``length`` (from the inventory when there is one) and top-level partition."""
-    frame = candidates.withColumn(
+    """Candidates with ``relative_path``, ``bucket``, ``key``, ``length`` (from the inventory when
+    there is one), ``in_slice`` (the candidate is one of the slice's files) and the top-level
+    ``partition``."""
+    frame = candidates.select("path").withColumn(
         "relative_path",
         F.when(
             F.col("path").startswith(state.base), F.substring(F.col("path"), len(state.base) + 1, 1 << 30)
         ),
     )
     if slice_frame is not None:
-        frame = frame.join(slice_frame.select("path", "length"), "path", "left")
+        files = slice_frame.select("path", "length", "bucket", "key", F.lit(True).alias("in_slice"))
+        frame = frame.join(files, "path", "left")
     else:
-        frame = frame.withColumn("length", F.lit(None).cast("long"))
+        frame = (
+            frame.withColumn("length", F.lit(None).cast("long"))
+            .withColumn("bucket", F.lit(state.bucket))
+            .withColumn("key", F.concat(F.lit(state.key_prefix), F.col("relative_path")))
+            .withColumn("in_slice", F.lit(None).cast("boolean"))
+        )
     first = F.split(F.col("relative_path"), "/").getItem(0)
     nested = F.col("relative_path").contains("/")
     return frame.withColumn(
         "partition", F.when(nested & first.contains("="), first).otherwise(F.lit("(table root)"))
     )
+
+
+def not_slice_files(details: DataFrame, slice_frame: DataFrame) -> tuple[int, list[str]]:
+    """Candidates that are not one of the slice's files: (how many name a directory, examples of
+    the others). Delta's inventory mode adds directories it derives from the file paths (some of
+    them wrong for deep partition trees); anything else means Delta and our input disagree."""
+    unmatched = details.where(F.col("in_slice").isNull()).withColumn(
+        "name", F.element_at(F.split(F.col("relative_path"), "/"), -1)
+    )
+    components = F.split(F.col("relative_path"), "/")
+    directory_names = (
+        slice_frame.select(F.explode(F.slice(components, 1, F.size(components) - 1)).alias("name"))
+        .distinct()
+        .withColumn("directory_name", F.lit(True))
+    )
+    tagged = unmatched.join(directory_names, "name", "left").withColumn(
+        "directory", F.col("relative_path").isNotNull() & F.col("directory_name").isNotNull()
+    )
+    rows = tagged.groupBy("directory").agg(
+        F.count(F.lit(1)).alias("candidates"), F.slice(F.collect_list("path"), 1, 5).alias("examples")
+    )
+    directories, others = 0, []
+    for row in rows.collect():
+        if row["directory"]:
+            directories = int(row["candidates"])
+        else:
+            others = list(row["examples"])
+    return directories, others

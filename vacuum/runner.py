@@ -1,10 +1,17 @@
 """Vacuum a set of registered tables: plan, gate, delete, record. Tables run concurrently.
 
 For each table, in order: read the snapshot; fix the retention; with an inventory, check its
-age, that it has objects under the table and that it lists the table's live files; check bucket
-versioning; ask Delta for the candidates (DRY RUN); then, unless this is a dry run, delete them
-with Delta's VACUUM or with batched DeleteObjects after re-checking them against a fresh snapshot.
-A refusal or failure of one table never stops the others.
+age, that it has objects under the table and that it lists the table's live files; leave out
+nested tables, protected paths, keys Delta cannot parse and what the ledger shows deleted; check
+bucket versioning; ask Delta for the candidates (DRY RUN) and check every one; then, unless this
+is a dry run, delete them (batched DeleteObjects after re-checking them against a fresh snapshot,
+or Delta's own VACUUM followed by a check of what is really gone), and record every deleted object
+in the ledger. A refusal or failure of one table never stops the others.
+
+Every table runs on its own ``SparkSession.newSession()`` (same SparkContext, own SQL conf and
+temporary views), made the active session of the thread that runs it: Delta needs an active
+session on the calling JVM thread (for example to read a checkpoint another writer made), and a
+table's retention-check setting must not be seen by another table running at the same time.
 """
 
 from __future__ import annotations
@@ -14,37 +21,56 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from inventory.errors import InventoryTableError, InventoryVacuumError, VacuumRefused, spark_error_summary
+from inventory.paths import StorageLocation
 from inventory.registry import RegisteredTable
 from inventory.s3 import describe, s3_client
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from vacuum import gates
-from vacuum.execute import delete_in_batches, with_bucket_and_key
+from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs
+from vacuum.ledger import deleted_since, record_deletions
 from vacuum.plan import (
     candidate_details,
+    classify_objects,
     coverage_counts,
     delta_inventory,
     dry_run_candidates,
     inventory_figures,
     inventory_slice,
     live_candidates,
+    not_slice_files,
+    table_objects,
     temporary_view,
+    under_any,
     vacuum_sql,
 )
-from vacuum.snapshot import load_table_state
+from vacuum.results import (
+    KEPT_DIRECTORY,
+    KEPT_NESTED_TABLE,
+    KEPT_NOT_SENDABLE,
+    KEPT_PROTECTED_PATH,
+    TableRun,
+    VacuumResult,
+)
+from vacuum.snapshot import TableState, load_table_state
+from vacuum.verify import directory_object_counts, still_present
 
 log = logging.getLogger("inventory_vacuum")
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+# A modificationTime below this (1973-03-03 in milliseconds) is a time in seconds: read as
+# milliseconds, every file would look decades old and in-flight files would become eligible.
+_MILLISECONDS_FLOOR = 100_000_000_000
 
 
 @dataclass(frozen=True)
@@ -53,7 +79,7 @@ class VacuumOptions:
 
     inventory_table: str | None = None
     mode: str = "inventory"  # inventory | list | lite
-    delete_with: str = "delta"  # delta | batch
+    delete_with: str = "auto"  # auto (batch for S3 tables in inventory mode, else delta) | delta | batch
     dry_run: bool = False
     retain_hours: float | None = None
     allow_unsafe_retention: bool = False
@@ -62,69 +88,80 @@ class VacuumOptions:
     allow_versioned: bool = False
     parallel: int = 4
     history_table: str | None = None
+    ledger_table: str | None = None
+    # locations no vacuum may delete under (the inventory, history and ledger tables, every
+    # registered table); the run adds its own inventory, history and ledger tables itself
+    protected_locations: tuple[str, ...] = ()
     collect_candidates: bool = False  # keep each table's candidate list for --candidates
 
 
-@dataclass
-class TableRun:
-    """The outcome for one table; ``files``/``bytes`` are candidates on a dry run, else deleted."""
+@dataclass(frozen=True)
+class _RunContext:
+    """What every table of one run shares."""
 
-    name: str
-    path: str
-    status: str  # ok | refused | failed
-    mode: str
-    dry_run: bool
-    delete_with: str
-    retention_hours_effective: float | None = None
-    inventory_taken_at: str | None = None
-    coverage: float | None = None
-    files: int = 0
-    bytes: int | None = 0
-    delete_requests: int = 0
-    seconds: float = 0.0
-    reason: str | None = None
-    table_version: int | None = None
-    warnings: list[str] = field(default_factory=list)
-    partitions: list[dict[str, Any]] = field(default_factory=list)
-    candidates: pa.Table | None = field(default=None, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("candidates")
-        return data
+    run_id: str
+    inventory_version: int | None
+    protected: tuple[StorageLocation, ...]
 
 
-@dataclass
-class VacuumResult:
-    tables: list[TableRun] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(t.status == "ok" for t in self.tables)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"tables": [t.to_dict() for t in self.tables]}
-
-
-def read_inventory(spark: SparkSession, location: str) -> DataFrame:
-    """The inventory Delta table; an :class:`InventoryTableError` when it is missing or malformed."""
+def read_inventory(spark: SparkSession, location: str, version: int | None = None) -> DataFrame:
+    """The inventory Delta table (at ``version``, if given); an :class:`InventoryTableError` when it
+    is missing or lacks a column or has one of another type."""
     try:
-        frame = spark.read.format("delta").load(location)
-        names = set(frame.columns)
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        frame = reader.load(location)
+        types = {f.name: f.dataType for f in frame.schema}
     except Exception as error:
         raise InventoryTableError(
             f"inventory table {location} cannot be read: {spark_error_summary(error)}"
         ) from None
-    missing = [f.name for f in INVENTORY_TABLE_SCHEMA if f.name not in names]
+    missing = [f.name for f in INVENTORY_TABLE_SCHEMA if f.name not in types]
     if missing:
         raise InventoryTableError(f"inventory table {location} lacks column(s) {', '.join(missing)}")
+    wrong = [
+        f"{f.name} is {types[f.name].simpleString()}, expected {f.dataType.simpleString()}"
+        for f in INVENTORY_TABLE_SCHEMA
+        if types[f.name] != f.dataType
+    ]
+    if wrong:
+        raise InventoryTableError(f"inventory table {location}: column {'; '.join(wrong)}")
     return frame
+
+
+def inventory_version(spark: SparkSession, location: str) -> int:
+    """The newest version of the inventory table: the run reads this one version throughout, so
+    an ingest committing mid-run cannot give the gates and the plan different inventories."""
+    from delta.tables import DeltaTable
+
+    read_inventory(spark, location)
+    row = DeltaTable.forPath(spark, location).history(1).select("version").first()
+    assert row is not None
+    return int(row["version"])
+
+
+def activate(session: SparkSession) -> None:
+    """Make ``session`` the active SparkSession of the calling thread, in Python and in the JVM.
+
+    PySpark pins each Python thread to its own JVM thread; Delta reads the JVM thread's active
+    session (for example while it loads a checkpoint), and a new thread has none.
+    """
+    jvm = session._jvm
+    assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
+    for name in ("org.apache.spark.sql.classic.SparkSession", "org.apache.spark.sql.SparkSession"):
+        try:
+            getattr(jvm, name).setActiveSession(session._jsparkSession)
+            break
+        except Exception:  # Spark 3.5 has no classic package
+            continue
+    SparkSession._activeSession = session
 
 
 def vacuum_tables(
     spark: SparkSession, tables: Sequence[RegisteredTable], options: VacuumOptions, run_id: str
 ) -> VacuumResult:
-    """Vacuum ``tables`` concurrently on one SparkSession and record every outcome.
+    """Vacuum ``tables`` concurrently, each on its own session, and record every outcome.
 
     Example::
 
@@ -132,27 +169,37 @@ def vacuum_tables(
                                VacuumOptions(inventory_table="s3://inv/tables/inventory", dry_run=True),
                                run_id="manual")
     """
-    inventory = None
+    version = None
     if options.mode == "inventory":
         if not options.inventory_table:
             raise InventoryTableError("--mode inventory needs --inventory-table")
-        inventory = read_inventory(spark, options.inventory_table)
-    previous_check = spark.conf.get(_RETENTION_CHECK, "true") or "true"
-    if options.allow_unsafe_retention:
-        # Delta's own check is session-wide; our gate already allowed this run's retention.
-        spark.conf.set(_RETENTION_CHECK, "false")
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
-            runs = list(pool.map(lambda t: vacuum_table(spark, t, options, inventory), tables))
-    finally:
-        spark.conf.set(_RETENTION_CHECK, previous_check)
+        version = inventory_version(spark, options.inventory_table)
+    context = _RunContext(run_id, version, _protected_locations(options))
+
+    def run_one(table: RegisteredTable) -> TableRun:
+        session = spark.newSession()
+        activate(session)
+        return vacuum_table(session, table, options, context)
+
+    with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
+        runs = list(pool.map(run_one, tables))
     if options.history_table:
         record_vacuum_runs(spark, options.history_table, run_id, runs)
     return VacuumResult(runs)
 
 
+def _protected_locations(options: VacuumOptions) -> tuple[StorageLocation, ...]:
+    uris = [
+        *options.protected_locations,
+        options.inventory_table,
+        options.history_table,
+        options.ledger_table,
+    ]
+    return tuple(StorageLocation.parse(u, what="protected location") for u in dict.fromkeys(uris) if u)
+
+
 def vacuum_table(
-    spark: SparkSession, table: RegisteredTable, options: VacuumOptions, inventory: DataFrame | None
+    spark: SparkSession, table: RegisteredTable, options: VacuumOptions, context: _RunContext
 ) -> TableRun:
     """Plan, gate and (unless a dry run) delete for one table. Never raises."""
     started = time.monotonic()
@@ -162,11 +209,12 @@ def vacuum_table(
         status="failed",
         mode=options.mode,
         dry_run=options.dry_run,
-        delete_with=options.delete_with,
+        delete_with=_delete_path(options, table.location),
+        inventory_version=context.inventory_version,
     )
     spark.sparkContext.setJobGroup(f"vacuum {table.name}", f"inventory-vacuum: {table.name}")
     try:
-        _vacuum(spark, table, options, inventory, run)
+        _vacuum(spark, table, options, context, run)
         run.status = "ok"
     except VacuumRefused as refusal:
         run.status, run.reason = "refused", str(refusal)
@@ -175,16 +223,33 @@ def vacuum_table(
     except Exception as error:  # Spark/Delta/JVM errors end this table only
         run.reason = spark_error_summary(error)
         log.exception("vacuum of %s failed", table.name)
+    if run.status != "ok" and not run.dry_run and run.deleted_files:
+        run.reason = f"{run.reason} ({run.deleted_files} file(s) deleted, {run.remaining_files} remain)"
     run.seconds = round(time.monotonic() - started, 3)
     log.info("vacuum %s: %s %s", table.name, run.status, run.reason or "")
     return run
+
+
+def _delete_path(options: VacuumOptions, location: StorageLocation) -> str:
+    if options.delete_with != "auto":
+        return options.delete_with
+    return "batch" if location.is_s3 and options.mode == "inventory" else "delta"
+
+
+def _relative_prefixes(location: StorageLocation, protected: Sequence[StorageLocation]) -> list[str]:
+    """The protected locations strictly inside the table, as directories relative to its root."""
+    return [
+        p.key[len(location.key) + 1 :]
+        for p in protected
+        if location.contains(p) and not location.same_place(p)
+    ]
 
 
 def _vacuum(
     spark: SparkSession,
     table: RegisteredTable,
     options: VacuumOptions,
-    inventory: DataFrame | None,
+    context: _RunContext,
     run: TableRun,
 ) -> None:
     location = table.location
@@ -195,32 +260,24 @@ def _vacuum(
         requested, state.retention_hours, allow_unsafe=options.allow_unsafe_retention
     )
     retain_argument = run.retention_hours_effective if requested is not None else None
+    if retain_argument is not None and retain_argument < state.retention_hours:
+        # the gate allowed it; Delta's own check is per session, and this session is this table's
+        spark.conf.set(_RETENTION_CHECK, "false")
+    protected_prefixes = _relative_prefixes(location, context.protected)
+    if run.delete_with == "batch" and not options.dry_run and not location.is_s3:
+        raise VacuumRefused("--delete-with batch uses S3 DeleteObjects; this table is not on S3")
 
     with ExitStack() as cleanup:
         slice_frame = None
         if options.mode == "inventory":
-            assert inventory is not None
-            figures = inventory_figures(inventory, location)
-            taken_at = figures.inventory_taken_at
-            if taken_at is not None:
-                run.inventory_taken_at = taken_at.isoformat()
-            gates.check_freshness(
-                taken_at, datetime.now(UTC), options.max_inventory_age_hours, location.bucket
+            slice_frame = _inventory_slice(
+                spark, location, state, options, context, protected_prefixes, live_files, run
             )
-            assert taken_at is not None
-            gates.check_inventory_present(figures.objects_under_table, location.bucket, table.path)
-            # read three times (coverage, Delta's plan, sizes): cache the table's slice once
-            slice_frame = inventory_slice(inventory, location, state).persist()
             cleanup.callback(slice_frame.unpersist)
-            eligible, covered = coverage_counts(live_files, slice_frame, int(taken_at.timestamp() * 1000))
-            run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)
         if location.is_s3:
             run.warnings += gates.check_versioning(
                 _bucket_versioning(location.bucket), location.bucket, allow_versioned=options.allow_versioned
             )
-        if not options.dry_run and options.delete_with == "batch" and not location.is_s3:
-            raise VacuumRefused("--delete-with batch uses S3 DeleteObjects; this table is not on S3")
-
         view = (
             cleanup.enter_context(temporary_view(delta_inventory(slice_frame)))
             if slice_frame is not None
@@ -238,14 +295,19 @@ def _vacuum(
                 f"Delta's plan names {len(suspicious)}+ file(s) that are live or outside the table, "
                 f"e.g. {suspicious[0]}; nothing deleted"
             )
-        _summarise(details, run)
+        if slice_frame is not None:
+            planned = _checked_inventory_plan(details, slice_frame, run)
+        else:
+            planned = _checked_listing_plan(spark, details, state, protected_prefixes, run)
+        _summarise(planned, run)
         if options.collect_candidates:
-            run.candidates = details.select(
+            run.candidates = planned.select(
                 F.lit(table.name).alias("table"), "path", "length", "partition"
             ).toArrow()
-        if options.dry_run or run.files == 0:
+        run.deleted_files = run.deleted_bytes = run.remaining_files = 0
+        if options.dry_run or run.planned_files == 0:
             return
-        if options.delete_with == "delta":
+        if run.delete_with == "delta":
             spark.sql(
                 vacuum_sql(
                     state,
@@ -255,14 +317,197 @@ def _vacuum(
                     inventory_view=view,
                 )
             )
-            run.delete_requests = run.files  # Delta deletes one object per request
-            return
-        _delete_batch(spark, details, plan_sql, run)
+            _measure_delta_deletes(spark, planned, slice_frame, table, context, options.ledger_table, run)
+        else:
+            _delete_batch(spark, planned, plan_sql, table, context, options.ledger_table, run)
 
 
-def _summarise(details: DataFrame, run: TableRun) -> None:
+def _inventory_slice(
+    spark: SparkSession,
+    location: StorageLocation,
+    state: TableState,
+    options: VacuumOptions,
+    context: _RunContext,
+    protected_prefixes: Sequence[str],
+    live_files: DataFrame,
+    run: TableRun,
+) -> DataFrame:
+    """Gate the inventory for one table and return its slice (persisted): the objects Delta sees."""
+    assert options.inventory_table is not None
+    if state.has_characters_beyond_the_basic_plane:
+        raise VacuumRefused(
+            f"the table location {state.qualified_location} has a character outside Unicode's Basic "
+            "Multilingual Plane, which Delta's inventory mode mis-cuts into wrong paths; "
+            "vacuum this table with --mode list"
+        )
+    inventory = read_inventory(spark, options.inventory_table, context.inventory_version)
+    figures = inventory_figures(inventory, location)
+    taken_at = figures.inventory_taken_at
+    if taken_at is not None:
+        run.inventory_taken_at = taken_at.isoformat()
+    gates.check_freshness(taken_at, datetime.now(UTC), options.max_inventory_age_hours, location.bucket)
+    assert taken_at is not None
+    gates.check_inventory_present(figures.objects_under_table, location.bucket, location.uri)
+    if (
+        figures.newest_modification_millis is not None
+        and figures.newest_modification_millis < _MILLISECONDS_FLOOR
+    ):
+        raise VacuumRefused(
+            f"the inventory's modificationTime for bucket {location.bucket} looks like seconds, not "
+            f"milliseconds (newest {figures.newest_modification_millis}): every file would look ancient"
+        )
+    deleted = (
+        deleted_since(spark, options.ledger_table, location.bucket, taken_at)
+        if options.ledger_table
+        else None
+    )
+    classified = classify_objects(
+        table_objects(inventory, location),
+        state,
+        nested_roots=figures.nested_roots,
+        protected_prefixes=protected_prefixes,
+        deleted_earlier=deleted,
+        check_sendable=run.delete_with == "batch",
+    ).persist()
+    try:
+        kept = (
+            classified.where(F.col("kept_reason").isNotNull())
+            .groupBy("kept_reason", "nested_root")
+            .agg(F.count(F.lit(1)).alias("objects"))
+            .collect()
+        )
+        for row in kept:
+            run.keep(row["kept_reason"], row["objects"])
+        _report_nested(
+            state,
+            {r["nested_root"]: int(r["objects"]) for r in kept if r["nested_root"]},
+            figures.nested_roots,
+            run,
+        )
+        _report_protected(run)
+        slice_frame = inventory_slice(classified, state).persist()
+        eligible, covered = coverage_counts(live_files, slice_frame, int(taken_at.timestamp() * 1000))
+    finally:
+        classified.unpersist()
+    run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)
+    return slice_frame
+
+
+def _report_nested(
+    state: TableState, kept_by_root: dict[str, int], roots: Sequence[str], run: TableRun
+) -> None:
+    for root in roots:
+        objects = kept_by_root.get(root, 0)
+        run.nested_tables.append({"path": state.base + root, "objects_kept": objects})
+        run.warnings.append(
+            f"nested Delta table {state.base}{root} is not this table's: kept its {objects} object(s)"
+        )
+
+
+def _report_protected(run: TableRun) -> None:
+    if run.kept.get(KEPT_PROTECTED_PATH):
+        run.warnings.append(
+            f"kept {run.kept[KEPT_PROTECTED_PATH]} object(s) under paths this tool uses "
+            "(inventory, history or ledger table, or another registered table)"
+        )
+
+
+def _checked_inventory_plan(details: DataFrame, slice_frame: DataFrame, run: TableRun) -> DataFrame:
+    """Every candidate must be one of the slice's files. Directories Delta derives from the
+    paths are dropped (never candidates on S3); any other stranger refuses the table."""
+    outside = details.where(F.col("in_slice").isNull()).limit(1).count()
+    if not outside:
+        return details
+    directories, others = not_slice_files(details, slice_frame)
+    if others:
+        raise VacuumRefused(
+            f"Delta's plan names path(s) that are not files of the inventory slice, e.g. {others[0]}: "
+            "Delta and the inventory disagree on this table's paths; nothing deleted"
+        )
+    run.keep(KEPT_DIRECTORY, directories)
+    return details.where(F.col("in_slice").isNotNull())
+
+
+def _checked_listing_plan(
+    spark: SparkSession,
+    details: DataFrame,
+    state: TableState,
+    protected_prefixes: Sequence[str],
+    run: TableRun,
+) -> DataFrame:
+    """List and lite modes: leave out candidates under nested tables and protected paths.
+
+    Delta's listing is not ours to filter, so nested tables are found from the candidates
+    themselves: every directory that holds a candidate is checked for a ``_delta_log/``, a
+    request per directory with candidates, never a listing of the table.
+    """
+    components = F.split("relative_path", "/")
+    directories = [
+        r["directory"]
+        for r in details.where(F.col("relative_path").contains("/"))
+        .select(
+            F.explode(
+                F.transform(
+                    F.sequence(F.lit(1), F.size(components) - 1),
+                    lambda i: F.array_join(F.slice(components, 1, i), "/"),
+                )
+            ).alias("directory")
+        )
+        .distinct()
+        .collect()
+    ]
+    roots = tables_among(state, directories)
+    planned = details
+    if roots:
+        counts = {root: details.where(under_any(F.col("relative_path"), [root])).count() for root in roots}
+        for root in roots:
+            run.keep(KEPT_NESTED_TABLE, counts[root])
+        _report_nested(state, counts, roots, run)
+        planned = planned.where(~under_any(F.col("relative_path"), roots))
+    if protected_prefixes:
+        run.keep(
+            KEPT_PROTECTED_PATH, details.where(under_any(F.col("relative_path"), protected_prefixes)).count()
+        )
+        _report_protected(run)
+        planned = planned.where(~under_any(F.col("relative_path"), protected_prefixes))
+    if (roots or run.kept.get(KEPT_PROTECTED_PATH)) and not run.dry_run and run.delete_with == "delta":
+        raise VacuumRefused(
+            f"Delta's {run.mode} VACUUM would delete files of a nested table or a protected path "
+            f"({run.nested_tables[0]['path'] if run.nested_tables else 'see warnings'}), and its own "
+            "delete cannot be told to skip them: register the nested table, move it, or use --mode inventory"
+        )
+    return planned
+
+
+def tables_among(state: TableState, directories: Sequence[str]) -> list[str]:
+    """The relative ``directories`` of the table that hold a ``_delta_log/`` (outermost only)."""
+    from concurrent.futures import ThreadPoolExecutor as Pool
+
+    location = StorageLocation.parse(state.qualified_location, what="table location")
+
+    def has_log(directory: str) -> bool:
+        if not location.is_s3:
+            import os
+
+            return os.path.isdir(f"/{location.key}/{directory}/_delta_log")
+        response = s3_client().list_objects_v2(
+            Bucket=location.bucket, Prefix=f"{location.key}/{directory}/_delta_log/", MaxKeys=1
+        )
+        return bool(response.get("KeyCount"))
+
+    ordered = sorted(directories)
+    with Pool(max_workers=16) as pool:
+        found = [d for d, present in zip(ordered, pool.map(has_log, ordered), strict=True) if present]
+    outermost: list[str] = []
+    for directory in sorted(found, key=len):
+        if not any(directory.startswith(outer + "/") for outer in outermost):
+            outermost.append(directory)
+    return outermost
+
+
+def _summarise(planned: DataFrame, run: TableRun) -> None:
     rows = (
-        details.groupBy("partition")
+        planned.groupBy("partition")
         .agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes"))
         .orderBy("partition")
         .collect()
@@ -270,25 +515,103 @@ def _summarise(details: DataFrame, run: TableRun) -> None:
     run.partitions = [
         {"partition": r["partition"], "files": int(r["files"]), "bytes": r["bytes"]} for r in rows
     ]
-    run.files = sum(p["files"] for p in run.partitions)
+    run.planned_files = sum(p["files"] for p in run.partitions)
     known = [p["bytes"] for p in run.partitions if p["bytes"] is not None]
-    run.bytes = sum(known) if len(known) == len(run.partitions) else None
+    run.planned_bytes = sum(known) if len(known) == len(run.partitions) else None
 
 
-def _delete_batch(spark: SparkSession, details: DataFrame, plan_sql: str, run: TableRun) -> None:
-    """Re-plan against a fresh snapshot, keep only files both plans agree on, delete those."""
+def _delete_batch(
+    spark: SparkSession,
+    planned: DataFrame,
+    plan_sql: str,
+    table: RegisteredTable,
+    context: _RunContext,
+    ledger: str | None,
+    run: TableRun,
+) -> None:
+    """Re-plan against a fresh snapshot, keep only files both plans agree on, delete those, and
+    record every deleted object in the ledger, also when some deletes failed."""
     fresh = dry_run_candidates(spark, plan_sql).select("path")
-    confirmed = details.join(fresh, "path", "left_semi")
-    outcome = delete_in_batches(with_bucket_and_key(confirmed))
-    run.files = outcome.deleted
-    run.bytes = confirmed.agg(F.coalesce(F.sum("length"), F.lit(0))).first()[0]  # type: ignore[index]
-    dropped = sum(p["files"] for p in run.partitions) - outcome.deleted - outcome.failed
-    if dropped:
-        run.warnings.append(f"{dropped} candidate(s) dropped: live again in the fresh snapshot")
-    run.delete_requests = outcome.requests
-    if outcome.failed:
+    confirmed = planned.join(fresh, "path", "left_semi")
+    outcomes = delete_in_batches(confirmed)
+    try:
+        keys = outcomes.where(F.col("key").isNotNull())
+        deleted = confirmed.join(
+            keys.where("deleted").select("bucket", "key"), ["bucket", "key"], "left_semi"
+        )
+        row = keys.agg(
+            F.count(F.when(F.col("deleted"), 1)).alias("deleted"),
+            F.count(F.when(~F.col("deleted"), 1)).alias("failed"),
+            F.count(F.when(F.col("error").contains("XML body"), 1)).alias("not_sendable"),
+            F.first(F.when(~F.col("deleted"), F.col("error")), ignorenulls=True).alias("first_error"),
+        ).first()
+        requests = outcomes.agg(F.coalesce(F.sum("requests"), F.lit(0))).first()
+        assert row is not None and requests is not None
+        run.delete_requests = int(requests[0])
+        run.deleted_files = int(row["deleted"])
+        run.remaining_files = int(row["failed"])
+        run.deleted_bytes = deleted.agg(F.coalesce(F.sum("length"), F.lit(0))).first()[0]  # type: ignore[index]
+        run.keep(KEPT_NOT_SENDABLE, int(row["not_sendable"]))
+        dropped = run.planned_files - run.deleted_files - run.remaining_files
+        if dropped:
+            run.warnings.append(f"{dropped} candidate(s) dropped: live again in the fresh snapshot")
+        if ledger and run.deleted_files:
+            warning = record_deletions(
+                spark, ledger, deleted, run_id=context.run_id, table=table.name, deleted_with="batch"
+            )
+            if warning:
+                run.warnings.append(warning)
+    finally:
+        outcomes.unpersist()
+    if run.remaining_files:
         raise InventoryVacuumError(
-            f"{outcome.failed} object(s) could not be deleted; first error: {outcome.first_error}"
+            f"{run.remaining_files} object(s) could not be deleted; first error: {row['first_error']}"
+        )
+
+
+def _measure_delta_deletes(
+    spark: SparkSession,
+    planned: DataFrame,
+    slice_frame: DataFrame | None,
+    table: RegisteredTable,
+    context: _RunContext,
+    ledger: str | None,
+    run: TableRun,
+) -> None:
+    """After Delta's own VACUUM: count the planned files that are really gone, and ledger them.
+
+    Delta swallows each file's delete error and still succeeds, so its plan is not a count.
+    """
+    counts = directory_object_counts(slice_frame) if slice_frame is not None else None
+    try:
+        remaining = still_present(planned, counts).select("bucket", "key").persist()
+    except Exception as error:
+        run.deleted_files = run.deleted_bytes = run.remaining_files = None
+        run.warnings.append(
+            f"Delta's VACUUM ran, but which of the {run.planned_files} planned files are gone could not be "
+            f"measured: {spark_error_summary(error)}"
+        )
+        return
+    try:
+        deleted = planned.join(remaining, ["bucket", "key"], "left_anti").cache()
+        row = deleted.agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes")).first()
+        assert row is not None
+        run.deleted_files = int(row["files"])
+        run.deleted_bytes = row["bytes"] if slice_frame is not None else None
+        run.remaining_files = run.planned_files - run.deleted_files
+        if ledger and run.deleted_files:
+            warning = record_deletions(
+                spark, ledger, deleted, run_id=context.run_id, table=table.name, deleted_with="delta"
+            )
+            if warning:
+                run.warnings.append(warning)
+        deleted.unpersist()
+    finally:
+        remaining.unpersist()
+    if run.remaining_files:
+        raise InventoryVacuumError(
+            f"Delta's VACUUM left {run.remaining_files} of the {run.planned_files} planned file(s) in place "
+            "(it ignores each file's delete error: access denied, object lock, bucket policy?)"
         )
 
 

@@ -34,6 +34,29 @@ class TableState:
         return self.qualified_location.rstrip("/") + "/"
 
     @property
+    def bucket(self) -> str:
+        """The bucket of the table (``_local`` for a local table), as the inventory names it."""
+        from inventory.paths import StorageLocation
+
+        return StorageLocation.parse(self.qualified_location, what="table location").bucket
+
+    @property
+    def key_prefix(self) -> str:
+        """The key of the table's root with a trailing slash, as the inventory's ``key`` starts."""
+        from inventory.paths import StorageLocation
+
+        return StorageLocation.parse(self.qualified_location, what="table location").key + "/"
+
+    @property
+    def has_characters_beyond_the_basic_plane(self) -> bool:
+        """True when the location holds a character outside Unicode's Basic Multilingual Plane.
+
+        Delta's inventory mode cuts relative paths by the location's Java (UTF-16) length while
+        Spark's ``substr`` counts code points: every relative path would lose characters.
+        """
+        return any(ord(character) > 0xFFFF for character in self.qualified_location)
+
+    @property
     def retention_hours(self) -> float:
         return self.retention_millis / 3_600_000
 

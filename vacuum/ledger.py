@@ -1,0 +1,85 @@
+"""The deletion ledger, ``vacuum_deletions``: one row per object a vacuum deleted (measured).
+
+It is the audit trail for restoring from a versioned bucket or a backup, and it keeps a rerun on
+the same inventory honest: S3 answers "Deleted" for keys that no longer exist, so without the
+ledger a second run on the same day would report the same files deleted again. The planner leaves
+out every object the ledger shows deleted after the inventory was taken.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from inventory.errors import spark_error_summary
+
+log = logging.getLogger("inventory_vacuum")
+
+LEDGER_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType()),
+        StructField("table", StringType()),
+        StructField("path", StringType()),
+        StructField("bucket", StringType()),
+        StructField("key", StringType()),
+        StructField("length", LongType()),
+        StructField("deleted_with", StringType()),
+        StructField("deleted_at", TimestampType()),
+    ]
+)
+
+
+def deleted_since(spark: SparkSession, location: str, bucket: str, since: datetime) -> DataFrame | None:
+    """``bucket, key`` of the objects of ``bucket`` the ledger shows deleted at or after ``since``.
+
+    ``None`` when there is no ledger yet. Any other read error is raised: a ledger that exists
+    but cannot be read must not quietly turn into "nothing deleted yet".
+    """
+    if not _exists(spark, location):
+        return None
+    ledger = spark.read.format("delta").load(location)
+    since_ms = int(since.timestamp() * 1000)
+    return (
+        ledger.where((F.col("bucket") == bucket) & (F.unix_millis("deleted_at") >= F.lit(since_ms)))
+        .select("bucket", "key")
+        .distinct()
+    )
+
+
+def record_deletions(
+    spark: SparkSession, location: str, deleted: DataFrame, *, run_id: str, table: str, deleted_with: str
+) -> str | None:
+    """Append one row per deleted object (``deleted`` has ``path, bucket, key, length``).
+
+    Returns a warning when the ledger could not be written (the objects are gone either way).
+    """
+    rows = deleted.select(
+        F.lit(run_id).alias("run_id"),
+        F.lit(table).alias("table"),
+        "path",
+        "bucket",
+        "key",
+        F.col("length").cast("long").alias("length"),
+        F.lit(deleted_with).alias("deleted_with"),
+        F.current_timestamp().alias("deleted_at"),
+    )
+    try:
+        rows.write.format("delta").mode("append").option("mergeSchema", "true").save(location)
+    except Exception as error:
+        message = f"could not append to the deletion ledger {location}: {spark_error_summary(error)}"
+        log.warning(message)
+        return message
+    return None
+
+
+def _exists(spark: SparkSession, location: str) -> bool:
+    from delta.tables import DeltaTable
+
+    try:
+        return bool(DeltaTable.isDeltaTable(spark, location))
+    except Exception:
+        return False

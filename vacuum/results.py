@@ -1,0 +1,78 @@
+"""The result types of a vacuum run, shared by the runner, the history, the ledger and the renderers.
+
+Every count here is either measured or labelled as a plan: ``planned_*`` is what the planner and
+the gates allowed, ``deleted_*`` what was measured gone afterwards (``None`` when it could not be
+measured), ``kept`` the objects under the table that were left out of the plan, by reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+# Why an object under a table was left out of the plan (the keys of ``TableRun.kept``).
+KEPT_NESTED_TABLE = "nested_table"  # under a directory with its own _delta_log/
+KEPT_PROTECTED_PATH = "protected_path"  # under the inventory, history or ledger table, or another table
+KEPT_UNPARSABLE_KEY = "unparsable_key"  # a key Hadoop's Path cannot parse (e.g. "10:00.log")
+KEPT_NOT_SENDABLE = "not_sendable"  # a key that cannot be sent safely in a DeleteObjects XML body
+KEPT_DELETED_EARLIER = "deleted_earlier"  # the ledger shows it deleted after the inventory was taken
+KEPT_DIRECTORY = "directory"  # Delta named a directory; directories are never candidates on S3
+
+
+@dataclass
+class TableRun:
+    """The outcome for one table of one run."""
+
+    name: str
+    path: str
+    status: str  # ok | refused | failed
+    mode: str
+    dry_run: bool
+    delete_with: str
+    retention_hours_effective: float | None = None
+    inventory_taken_at: str | None = None
+    inventory_version: int | None = None
+    coverage: float | None = None
+    planned_files: int = 0
+    planned_bytes: int | None = 0
+    deleted_files: int | None = 0  # None: not measured
+    deleted_bytes: int | None = 0
+    remaining_files: int | None = 0  # planned, not a dry run, and still there afterwards
+    kept: dict[str, int] = field(default_factory=dict)
+    nested_tables: list[dict[str, Any]] = field(default_factory=list)
+    delete_requests: int = 0
+    seconds: float = 0.0
+    reason: str | None = None
+    table_version: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+    candidates: pa.Table | None = field(default=None, repr=False)
+
+    def keep(self, reason: str, objects: int) -> None:
+        """Count ``objects`` left out of the plan for ``reason``."""
+        if objects:
+            self.kept[reason] = self.kept.get(reason, 0) + int(objects)
+
+    @property
+    def kept_objects(self) -> int:
+        return sum(self.kept.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("candidates")
+        data["kept_objects"] = self.kept_objects
+        return data
+
+
+@dataclass
+class VacuumResult:
+    tables: list[TableRun] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(t.status == "ok" for t in self.tables)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tables": [t.to_dict() for t in self.tables]}

@@ -1,0 +1,101 @@
+"""Measure which planned files still exist after Delta's own VACUUM deleted them.
+
+Delta's delete step swallows each file's error (AccessDenied, Object Lock, a bucket policy) and
+the VACUUM still succeeds, so its plan is not a count of deleted files. This checks, with as few
+requests as it can, which planned objects are still there: per directory, one HEAD per planned
+file, or one delimited LIST of the directory when that is fewer requests (the inventory tells how
+many objects a directory held).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from inventory.paths import LOCAL_BUCKET
+
+_PAGE = 1000
+
+
+def still_present(planned: DataFrame, directory_objects: DataFrame | None) -> DataFrame:
+    """The rows of ``planned`` (``bucket, key, ...``) whose object still exists.
+
+    ``directory_objects`` (``bucket, directory, objects``) says how many objects each directory
+    held; without it, every file is checked with its own HEAD request.
+    """
+    settings = {
+        "endpoint_url": os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+        "region_name": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    }
+    with_directory = planned.withColumn("directory", F.regexp_extract("key", r"(?s)^(.*/)?[^/]*$", 1))
+    grouped = with_directory.groupBy("bucket", "directory").agg(F.collect_list("key").alias("keys"))
+    if directory_objects is not None:
+        grouped = grouped.join(directory_objects, ["bucket", "directory"], "left")
+    else:
+        grouped = grouped.withColumn("objects", F.lit(None).cast("long"))
+
+    def check(rows: Iterable[Any]) -> Iterator[tuple[str, str]]:
+        client = None
+        for row in rows:
+            bucket, directory, keys, objects = row["bucket"], row["directory"], row["keys"], row["objects"]
+            if bucket == LOCAL_BUCKET:
+                yield from ((bucket, k) for k in keys if os.path.exists("/" + k))
+                continue
+            if client is None:
+                client = _client(settings)
+            pages = math.ceil((objects or 0) / _PAGE) or 1
+            if objects is not None and pages < len(keys):
+                listed = _list_directory(client, bucket, directory)
+                yield from ((bucket, k) for k in keys if k in listed)
+            else:
+                yield from ((bucket, k) for k in keys if _exists(client, bucket, k))
+
+    present = grouped.rdd.mapPartitions(check).toDF("bucket string, key string")
+    return planned.join(present, ["bucket", "key"], "left_semi")
+
+
+def directory_object_counts(slice_frame: DataFrame) -> DataFrame:
+    """``bucket, directory, objects``: how many inventory objects sit directly in each directory."""
+    return (
+        slice_frame.withColumn("directory", F.regexp_extract("key", r"(?s)^(.*/)?[^/]*$", 1))
+        .groupBy("bucket", "directory")
+        .agg(F.count(F.lit(1)).alias("objects"))
+    )
+
+
+def _client(settings: dict[str, str | None]) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=settings["endpoint_url"],
+        region_name=settings["region_name"],
+        config=Config(retries={"max_attempts": 10, "mode": "adaptive"}),
+    )
+
+
+def _exists(client: Any, bucket: str, key: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        client.head_object(Bucket=bucket, Key=key)
+        return True
+    except ClientError as error:
+        if str(error.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+
+
+def _list_directory(client: Any, bucket: str, directory: str) -> set[str]:
+    keys: set[str] = set()
+    for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=directory, Delimiter="/"
+    ):
+        keys.update(o["Key"] for o in page.get("Contents", []))
+    return keys
