@@ -46,20 +46,11 @@ class DemoResult:
 
 
 def start_local_s3() -> Any:
-    """moto's S3 server on a free loopback port; the AWS variables point boto3 and S3A at it."""
-    from moto.server import ThreadedMotoServer
+    """The local S3 server (moto, 127.0.0.1); the AWS variables point boto3 and S3A at it."""
+    from inventory.local_s3 import LocalS3Server
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update(
-        AWS_ENDPOINT_URL=f"http://{host}:{port}",
-        AWS_ACCESS_KEY_ID="demo",
-        AWS_SECRET_ACCESS_KEY="demo",
-        AWS_REGION="us-east-1",
-    )
-    os.environ.pop("AWS_PROFILE", None)
+    server = LocalS3Server().start()
+    server.use_in_environment(access_key="demo")
     return server
 
 

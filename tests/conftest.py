@@ -6,41 +6,37 @@ S3A and the Python workers of Spark tasks all reach the same local S3.
 
 from __future__ import annotations
 
-import logging
 import os
 import uuid
 from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
+
+from inventory.local_s3 import LocalS3Server
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+def s3_server() -> Iterator[LocalS3Server]:
+    """moto's S3 on 127.0.0.1 behind the counting, limit-enforcing layer of inventory.local_s3."""
+    server = LocalS3Server().start()
     saved = {
         k: os.environ.get(k)
         for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
     }
-    os.environ.update(
-        AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_REGION="us-east-1",
-    )
-    os.environ.pop("AWS_PROFILE", None)
-    yield endpoint
+    server.use_in_environment()
+    yield server
     server.stop()
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server: LocalS3Server) -> str:
+    return s3_server.endpoint
 
 
 @pytest.fixture(scope="session")

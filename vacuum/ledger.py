@@ -77,9 +77,13 @@ def record_deletions(
 
 
 def _exists(spark: SparkSession, location: str) -> bool:
-    from delta.tables import DeltaTable
+    """True when ``location`` itself has a ``_delta_log/``.
 
-    try:
-        return bool(DeltaTable.isDeltaTable(spark, location))
-    except Exception:
-        return False
+    Not ``DeltaTable.isDeltaTable``: Delta walks up to the nearest ``_delta_log``, so a ledger
+    path below a table would be taken for a partition of that table.
+    """
+    jvm = spark._jvm
+    assert jvm is not None
+    log_path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    file_system = log_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    return bool(file_system.exists(log_path))

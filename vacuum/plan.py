@@ -126,8 +126,8 @@ def classify_objects(
     else:
         frame = frame.withColumn("deleted_earlier", F.lit(None).cast("boolean"))
     reason = (
-        F.when(F.col("nested_root").isNotNull(), F.lit(KEPT_NESTED_TABLE))
-        .when(under_any(F.col("relative_path"), protected_prefixes), F.lit(KEPT_PROTECTED_PATH))
+        F.when(under_any(F.col("relative_path"), protected_prefixes), F.lit(KEPT_PROTECTED_PATH))
+        .when(F.col("nested_root").isNotNull(), F.lit(KEPT_NESTED_TABLE))
         .when(unparsable_by_hadoop(F.col("relative_path")), F.lit(KEPT_UNPARSABLE_KEY))
         .when(F.col("deleted_earlier").isNotNull(), F.lit(KEPT_DELETED_EARLIER))
     )

@@ -361,10 +361,12 @@ def _inventory_slice(
         if options.ledger_table
         else None
     )
+    # a protected path with a log of its own (the inventory table, say) is reported as protected
+    nested_roots = _not_protected(figures.nested_roots, protected_prefixes)
     classified = classify_objects(
         table_objects(inventory, location),
         state,
-        nested_roots=figures.nested_roots,
+        nested_roots=nested_roots,
         protected_prefixes=protected_prefixes,
         deleted_earlier=deleted,
         check_sendable=run.delete_with == "batch",
@@ -381,7 +383,7 @@ def _inventory_slice(
         _report_nested(
             state,
             {r["nested_root"]: int(r["objects"]) for r in kept if r["nested_root"]},
-            figures.nested_roots,
+            nested_roots,
             run,
         )
         _report_protected(run)
@@ -391,6 +393,11 @@ def _inventory_slice(
         classified.unpersist()
     run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)
     return slice_frame
+
+
+def _not_protected(roots: Sequence[str], protected_prefixes: Sequence[str]) -> list[str]:
+    """Nested-table roots that are not a protected path (those are reported as protected)."""
+    return [r for r in roots if not any(r == p or r.startswith(p + "/") for p in protected_prefixes)]
 
 
 def _report_nested(
@@ -456,7 +463,7 @@ def _checked_listing_plan(
         .distinct()
         .collect()
     ]
-    roots = tables_among(state, directories)
+    roots = _not_protected(tables_among(state, directories), protected_prefixes)
     planned = details
     if roots:
         counts = {root: details.where(under_any(F.col("relative_path"), [root])).count() for root in roots}

@@ -1,0 +1,214 @@
+"""A local S3 server for the demo, the tests and the benchmarks: moto's, behind a small WSGI layer.
+
+moto speaks the real S3 protocol, so boto3 and Hadoop's S3A reach it unchanged. The layer in
+front adds what moto lacks and the tests need:
+
+* **counts** of requests by S3 operation and bucket (``server.counts()``), to check request
+  budgets (an inventory vacuum must not LIST the table's data);
+* **S3's own limit** of 1000 keys per DeleteObjects, which moto does not enforce;
+* **refusals on demand**: ``deny_deletes(bucket, prefix)`` answers every delete of a key under
+  ``prefix`` with 403 AccessDenied (single DeleteObject, and per key inside DeleteObjects), the
+  way a bucket policy or Object Lock would.
+
+It listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qs, unquote
+from xml.etree import ElementTree
+
+MAX_DELETE_KEYS = 1000
+_S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+
+def operation_name(method: str, path: str, query: str) -> str:
+    """The S3 API operation a path-style request stands for (``ListObjectsV2``, ``HeadObject``...)."""
+    params = parse_qs(query, keep_blank_values=True)
+    has_key = "/" in path.strip("/")
+    if method == "POST" and "delete" in params:
+        return "DeleteObjects"
+    if "uploads" in params:
+        return "CreateMultipartUpload" if method == "POST" else "ListMultipartUploads"
+    if "uploadId" in params:
+        return {
+            "PUT": "UploadPart",
+            "POST": "CompleteMultipartUpload",
+            "DELETE": "AbortMultipartUpload",
+        }.get(method, "ListParts")
+    if not has_key:
+        if method == "GET":
+            if "versioning" in params:
+                return "GetBucketVersioning"
+            if "versions" in params:
+                return "ListObjectVersions"
+            return "ListObjectsV2" if params.get("list-type") == ["2"] else "ListObjects"
+        return {"PUT": "CreateBucket", "HEAD": "HeadBucket", "DELETE": "DeleteBucket"}.get(method, method)
+    return {
+        "GET": "GetObject",
+        "HEAD": "HeadObject",
+        "PUT": "PutObject",
+        "DELETE": "DeleteObject",
+    }.get(method, method)
+
+
+class LocalS3Server:
+    """moto's S3 on a free port of 127.0.0.1, with request counts and injected refusals.
+
+    Example::
+
+        server = LocalS3Server().start()
+        os.environ["AWS_ENDPOINT_URL"] = server.endpoint
+        ...
+        server.counts()["ListObjectsV2"]
+        server.stop()
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._denied: list[tuple[str, str]] = []
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> LocalS3Server:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        app = DomainDispatcherApplication(create_backend_app)
+        self._server = make_server("127.0.0.1", 0, self._middleware(app), threaded=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def use_in_environment(self, access_key: str = "testing") -> None:
+        """Point boto3, S3A and Spark's Python workers at this server (set before the JVM starts)."""
+        os.environ.update(
+            AWS_ENDPOINT_URL=self.endpoint,
+            AWS_ACCESS_KEY_ID=access_key,
+            AWS_SECRET_ACCESS_KEY=access_key,
+            AWS_REGION="us-east-1",
+        )
+        os.environ.pop("AWS_PROFILE", None)
+
+    # -- counting ---------------------------------------------------------------------------
+    def counts(self, bucket: str | None = None) -> Counter[str]:
+        """Requests by operation since the last :meth:`reset_counts` (of one bucket, if given)."""
+        with self._lock:
+            result: Counter[str] = Counter()
+            for (operation, name), count in self._counts.items():
+                if bucket is None or name == bucket:
+                    result[operation] += count
+            return result
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+    # -- refusals ---------------------------------------------------------------------------
+    def deny_deletes(self, bucket: str, prefix: str) -> None:
+        """Answer deletes of keys under ``prefix`` in ``bucket`` with 403 AccessDenied."""
+        with self._lock:
+            self._denied.append((bucket, prefix))
+
+    def allow_all(self) -> None:
+        with self._lock:
+            self._denied.clear()
+
+    def _is_denied(self, bucket: str, key: str) -> bool:
+        with self._lock:
+            return any(bucket == b and key.startswith(p) for b, p in self._denied)
+
+    # -- the WSGI layer ---------------------------------------------------------------------
+    def _middleware(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+        def handle(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            method, path = environ["REQUEST_METHOD"], unquote(environ.get("PATH_INFO", ""))
+            operation = operation_name(method, path, environ.get("QUERY_STRING", ""))
+            bucket, _, key = path.lstrip("/").partition("/")
+            with self._lock:
+                self._counts[(operation, bucket)] += 1
+            if operation == "DeleteObject" and self._is_denied(bucket, key):
+                return _error(start_response, "403 Forbidden", "AccessDenied", "Access Denied")
+            if operation == "DeleteObjects":
+                return self._delete_objects(app, environ, start_response, bucket)
+            return app(environ, start_response)
+
+        return handle
+
+    def _delete_objects(
+        self,
+        app: Callable[..., Iterable[bytes]],
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+        bucket: str,
+    ) -> Iterable[bytes]:
+        import io
+
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length)
+        root = ElementTree.fromstring(body)
+        objects = [o for o in root if o.tag.rsplit("}", 1)[-1] == "Object"]
+        if len(objects) > MAX_DELETE_KEYS:
+            return _error(
+                start_response, "400 Bad Request", "MalformedXML", f"more than {MAX_DELETE_KEYS} keys"
+            )
+        denied = []
+        for element in objects:
+            key = "".join(child.text or "" for child in element if child.tag.rsplit("}", 1)[-1] == "Key")
+            if self._is_denied(bucket, key):
+                denied.append(key)
+                root.remove(element)
+        if not denied:
+            environ["wsgi.input"] = io.BytesIO(body)
+            return app(environ, start_response)
+        forwarded = ElementTree.tostring(root)
+        environ["wsgi.input"] = io.BytesIO(forwarded)
+        environ["CONTENT_LENGTH"] = str(len(forwarded))
+        environ.pop("HTTP_CONTENT_MD5", None)
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], *_: Any) -> None:
+            captured["status"], captured["headers"] = status, headers
+
+        forwarding = any(o.tag.rsplit("}", 1)[-1] == "Object" for o in root)
+        inner = b"".join(app(environ, capture)) if forwarding else b""
+        errors = "".join(
+            f"<Error><Key>{_xml(k)}</Key><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+            for k in denied
+        )
+        merged = re.sub(rb"</DeleteResult>\s*$", errors.encode() + b"</DeleteResult>", inner)
+        if b"</DeleteResult>" not in merged:
+            merged = f'<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="{_S3_NS}">{errors}</DeleteResult>'.encode()
+        start_response("200 OK", [("Content-Type", "application/xml"), ("Content-Length", str(len(merged)))])
+        return [merged]
+
+
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _error(start_response: Callable[..., Any], status: str, code: str, message: str) -> Iterable[bytes]:
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+        f"<Message>{_xml(message)}</Message></Error>"
+    ).encode()
+    start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+    return [body]

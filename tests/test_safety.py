@@ -1,0 +1,294 @@
+"""Safety, round two: nested tables, candidates Delta must never name, measured counts, a ledger,
+real delete errors, bad numbers, keys Delta cannot parse, and small races.
+
+Each test reproduces a way the vacuum could delete what is not garbage or report what is not
+true, on real Delta tables and the moto S3 server.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.helpers import cli, cli_json, keys_of, put, write_local_inventory
+from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file, take_inventory
+
+
+def _vacuum(inventory: str, registry: str, *extra: str) -> tuple[int, dict]:
+    return cli_json("vacuum", "--inventory-table", inventory, "--tables", registry, *extra)
+
+
+@pytest.fixture
+def nested_lake(spark, s3, bucket_factory, tmp_path):
+    """Registered ``wh/outer`` holding an unregistered Delta table ``wh/outer/inner_tbl`` (with an
+    overwrite, so it has garbage of its own), and the run's own inventory table below ``outer``."""
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    outer = make_table(spark, source, "wh/outer")
+    inner = f"s3a://{source}/wh/outer/inner_tbl"
+    spark.range(5).write.format("delta").save(inner)
+    spark.range(3).write.format("delta").mode("overwrite").save(inner)
+    put(s3, source, "wh/outer/junk.parquet")
+    time.sleep(3)
+    # a user put this project's own inventory table below the registered table
+    inventory = f"s3://{source}/wh/outer/ops/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    take_inventory(s3, source, inventory_bucket, inventory)  # now the inventory lists its own files
+    registry = registry_file(tmp_path, {"outer": f"s3://{source}/wh/outer"})
+    return {"bucket": source, "outer": outer, "inner": inner, "inventory": inventory, "registry": registry}
+
+
+def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidates(spark, s3, nested_lake):
+    lake = nested_lake
+    inner_keys = {k for k in keys_of(s3, lake["bucket"], "wh/outer/inner_tbl/")}
+    own_keys = {k for k in keys_of(s3, lake["bucket"], "wh/outer/ops/")}
+    inner_rows = spark.read.format("delta").load(lake["inner"]).count()
+    assert any(k.endswith(".parquet") for k in own_keys)
+
+    code, result = _vacuum(lake["inventory"], lake["registry"], "--history-table", f"s3://{lake['bucket']}/x/h")
+    assert code == 0, result["tables"][0]["reason"]
+    [run] = result["tables"]
+    after = keys_of(s3, lake["bucket"])
+    assert inner_keys <= after and own_keys <= after  # nothing of the nested or the own tables
+    assert "wh/outer/junk.parquet" not in after  # the outer table's garbage is gone
+    assert spark.read.format("delta").load(lake["inner"]).count() == inner_rows
+    inner_data = [k for k in inner_keys if "/_delta_log/" not in k]
+    [nested] = run["nested_tables"]
+    assert nested["path"].endswith("/wh/outer/inner_tbl") and nested["objects_kept"] == len(inner_data)
+    assert run["kept"]["nested_table"] == len(inner_data)
+    assert run["kept"]["protected_path"] > 0  # the inventory table (it has a log too: protected first)
+    assert any("nested Delta table" in w and "inner_tbl" in w for w in run["warnings"])
+
+
+def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake):
+    lake = nested_lake
+    before = keys_of(s3, lake["bucket"])
+    for mode in ("list", "lite"):
+        out = Path(lake["registry"]).parent / f"{mode}.parquet"
+        code, result = _vacuum(
+            lake["inventory"], lake["registry"], "--mode", mode, "--dry-run", "--candidates", str(out)
+        )
+        assert code == 0, result["tables"][0]["reason"]
+        planned = pq.read_table(out).column("path").to_pylist()
+        assert not [p for p in planned if "/inner_tbl/" in p or "/ops/" in p], mode
+    # Delta's own VACUUM in list mode would delete the nested table's files: refused, not done
+    code, real = _vacuum(lake["inventory"], lake["registry"], "--mode", "list")
+    assert code == 1 and real["tables"][0]["status"] == "refused"
+    assert "nested table" in real["tables"][0]["reason"]
+    assert before <= keys_of(s3, lake["bucket"])  # nothing deleted (the run's history was added)
+
+
+def test_table_location_beyond_the_basic_plane_is_refused_in_inventory_mode(spark, tmp_path):
+    """Delta cuts relative paths by UTF-16 length: 'part-…' would become 'art-…'."""
+    root = tmp_path / "t\U0001f4e6x"
+    uri = f"file://{root}"
+    spark.range(4).write.format("delta").save(uri)
+    spark.range(2).write.format("delta").mode("overwrite").save(uri)
+    (root / "orphan.parquet").write_bytes(b"junk")
+    old = time.time() - 30 * 24 * 3600
+    os.utime(root / "orphan.parquet", (old, old))
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, root, inventory)
+    registry = registry_file(tmp_path, {"t": uri})
+    code, result = _vacuum(inventory, registry, "--dry-run")
+    assert code == 1 and result["tables"][0]["status"] == "refused"
+    assert "Basic Multilingual Plane" in result["tables"][0]["reason"]
+    assert "--mode list" in result["tables"][0]["reason"]
+    # list mode, the documented way, plans exactly the orphan (default 7-day retention)
+    out = tmp_path / "list.parquet"
+    code, listed = _vacuum(inventory, registry, "--dry-run", "--mode", "list", "--candidates", str(out))
+    assert code == 0, listed["tables"][0]["reason"]
+    assert pq.read_table(out).column("path").to_pylist() == [f"file:{root}/orphan.parquet"]
+
+
+def test_deep_partition_tree_plans_no_directories(spark, s3, bucket_factory, tmp_path):
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uri = f"s3a://{source}/deep"
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id INT, a INT, b INT, c INT, d INT, e INT) USING delta "
+        "PARTITIONED BY (a, b, c, d, e) TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval 1 seconds')"
+    )
+    spark.sql(f"INSERT INTO delta.`{uri}` VALUES (1, 1, 1, 1, 1, 1), (2, 2, 1, 1, 1, 1)")
+    spark.sql(f"INSERT OVERWRITE delta.`{uri}` VALUES (3, 1, 1, 1, 1, 1)")
+    time.sleep(2)
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    registry = registry_file(tmp_path, {"deep": f"s3://{source}/deep"})
+    before = keys_of(s3, source)
+    out = tmp_path / "deep.parquet"
+    code, result = _vacuum(inventory, registry, "--dry-run", "--candidates", str(out))
+    assert code == 0, result["tables"][0]["reason"]
+    planned = {p.split(f"{source}/", 1)[1] for p in pq.read_table(out).column("path").to_pylist()}
+    assert planned and planned <= before  # every candidate is an object, no directory
+    assert planned == {k for k in before if k.startswith("deep/a=") and ".crc" not in k} - referenced_keys(
+        spark, uri
+    )
+
+
+def test_delta_delete_counts_what_is_really_gone(spark, s3, s3_server, lake_with_junk):
+    """Delta swallows each file's delete error; the report must show the measured count."""
+    lake = lake_with_junk
+    s3_server.deny_deletes(lake["bucket"], "events/day=2024-01-01/")
+    try:
+        code, result = _vacuum(lake["inventory"], lake["registry"], "--delete-with", "delta")
+    finally:
+        s3_server.allow_all()
+    [run] = result["tables"]
+    still_there = {k for k in keys_of(s3, lake["bucket"], "events/day=2024-01-01/")} & lake["expected"]
+    assert still_there  # the denied files really stayed
+    assert code == 1 and run["status"] == "failed"
+    assert run["planned_files"] == len(lake["expected"])
+    assert run["remaining_files"] == len(still_there)
+    assert run["deleted_files"] == len(lake["expected"]) - len(still_there)
+    assert f"left {len(still_there)} of the {len(lake['expected'])}" in run["reason"]
+
+
+def test_batch_delete_under_access_denied_counts_ledgers_and_reports(spark, s3, s3_server, lake_with_junk):
+    lake = lake_with_junk
+    s3_server.deny_deletes(lake["bucket"], "events/day=2024-01-01/")
+    s3_server.reset_counts()
+    try:
+        code, result = _vacuum(lake["inventory"], lake["registry"], "--delete-with", "batch")
+    finally:
+        s3_server.allow_all()
+    [run] = result["tables"]
+    after = keys_of(s3, lake["bucket"])
+    denied = {k for k in lake["expected"] if k.startswith("events/day=2024-01-01/")}
+    assert denied and denied <= after and not (lake["expected"] - denied) & after
+    assert code == 1 and run["status"] == "failed"
+    assert (run["deleted_files"], run["remaining_files"]) == (len(lake["expected"] - denied), len(denied))
+    assert f"{len(lake['expected'] - denied)} file(s) deleted, {len(denied)} remain" in run["reason"]
+    # AccessDenied is not retried: one request per task (2 tasks here), where 6 attempts were made before
+    assert s3_server.counts(lake["bucket"])["DeleteObjects"] == run["delete_requests"] <= 2
+    ledger = spark.read.format("delta").load(lake["ledger"]).collect()
+    assert {r["key"] for r in ledger} == lake["expected"] - denied
+
+
+def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spark, s3, lake_with_junk):
+    lake = lake_with_junk
+    code, first = _vacuum(lake["inventory"], lake["registry"])
+    assert code == 0, first["tables"][0]["reason"]
+    assert first["tables"][0]["deleted_files"] == len(lake["expected"])
+    code, second = _vacuum(lake["inventory"], lake["registry"])
+    assert code == 0, second["tables"][0]["reason"]
+    [run] = second["tables"]
+    assert (run["planned_files"], run["deleted_files"], run["delete_requests"]) == (0, 0, 0)
+    assert run["kept"] == {"deleted_earlier": len(lake["expected"]), "unparsable_key": 1}
+    ledger = spark.read.format("delta").load(lake["ledger"])
+    assert ledger.count() == len(lake["expected"])  # one row per deleted object, once
+    assert {r["key"] for r in ledger.collect()} == lake["expected"]
+
+
+@pytest.fixture
+def lake_with_junk(spark, s3, bucket_factory, tmp_path):
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uri = make_table(spark, source)
+    put(s3, source, "events/day=2024-01-01/orphan-1.parquet", "events/day=2024-01-02/orphan-2.parquet")
+    put(s3, source, "events/10:00.log", "events/day=2024-01-02/x:y.parquet")  # keys Hadoop may reject
+    time.sleep(3)
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    live = referenced_keys(spark, uri)
+    expected = {
+        k
+        for k in keys_of(s3, source, "events/")
+        if "/_" not in "/" + k[len("events/") :] and "/." not in "/" + k[len("events/") :]
+    } - live - {"events/10:00.log"}
+    return {
+        "bucket": source,
+        "uri": uri,
+        "inventory": inventory,
+        "ledger": f"s3://{inventory_bucket}/tables/vacuum_deletions",
+        "registry": registry_file(tmp_path, {"events": f"s3://{source}/events"}),
+        "expected": expected,
+    }
+
+
+def test_keys_delta_cannot_parse_are_kept_and_counted(spark, s3, lake_with_junk):
+    lake = lake_with_junk
+    code, result = _vacuum(lake["inventory"], lake["registry"])
+    assert code == 0, result["tables"][0]["reason"]
+    [run] = result["tables"]
+    assert run["kept"].get("unparsable_key") == 1
+    after = keys_of(s3, lake["bucket"])
+    assert "events/10:00.log" in after  # never deleted
+    assert "events/day=2024-01-02/x:y.parquet" not in after  # a colon below the first level is fine
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--max-inventory-age-hours", "nan"],
+        ["--max-inventory-age-hours", "inf"],
+        ["--retain-hours", "nan"],
+        ["--retain-hours", "inf"],
+        ["--retain-hours", "-1"],
+        ["--min-coverage", "nan"],
+    ],
+)
+def test_numbers_that_would_switch_a_gate_off_exit_2(tmp_path, capsys, flags):
+    registry = registry_file(tmp_path, {"events": "s3://lake/events"})
+    with pytest.raises(SystemExit) as exit_info:
+        cli("vacuum", "--inventory-table", "s3://inv/inventory", "--tables", registry, *flags)
+    assert exit_info.value.code == 2
+    assert flags[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_registry_retention_must_be_finite(tmp_path, capsys, value):
+    path = tmp_path / "tables.yaml"
+    path.write_text(f"tables:\n  - {{name: t, path: 's3://lake/t', owner: o, retain_hours: {value}}}\n")
+    code, out = cli("vacuum", "--inventory-table", "s3://inv/inventory", "--tables", str(path), "--dry-run")
+    assert code == 2 and out == ""
+    assert "retain_hours must be a finite number" in capsys.readouterr().err
+
+
+def test_inventory_with_wrong_types_or_seconds_is_refused(spark, tmp_path, capsys):
+    from pyspark.sql import functions as F
+
+    root = tmp_path / "t"
+    spark.range(2).write.format("delta").save(f"file://{root}")
+    registry = registry_file(tmp_path, {"t": f"file://{root}"})
+    good = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, root, good)
+    frame = spark.read.format("delta").load(good)
+
+    as_string = f"file://{tmp_path}/inventory_strings"
+    frame.withColumn("modificationTime", F.col("modificationTime").cast("string")).write.format("delta").save(
+        as_string
+    )
+    code, out = cli("vacuum", "--inventory-table", as_string, "--tables", registry, "--dry-run")
+    assert code == 2 and out == ""
+    assert "modificationTime is string, expected bigint" in capsys.readouterr().err
+
+    in_seconds = f"file://{tmp_path}/inventory_seconds"
+    frame.withColumn("modificationTime", (F.col("modificationTime") / 1000).cast("long")).write.format(
+        "delta"
+    ).save(in_seconds)
+    code, result = _vacuum(in_seconds, registry, "--dry-run")
+    assert code == 1 and "looks like seconds" in result["tables"][0]["reason"]
+
+
+def test_unwritable_report_path_is_found_before_anything_is_deleted(spark, s3, lake_with_junk, capsys):
+    lake = lake_with_junk
+    before = keys_of(s3, lake["bucket"])
+    code, out = cli(
+        "vacuum", "--inventory-table", lake["inventory"], "--tables", lake["registry"],
+        "--report", "/nonexistent-dir/report.json",
+    )
+    assert code == 2 and out == ""
+    assert "--report /nonexistent-dir/report.json" in capsys.readouterr().err
+    assert keys_of(s3, lake["bucket"]) == before
+
+
+def test_the_run_reads_one_pinned_inventory_version(spark, s3, lake_with_junk):
+    from delta.tables import DeltaTable
+
+    lake = lake_with_junk
+    code, result = _vacuum(lake["inventory"], lake["registry"], "--dry-run")
+    assert code == 0, result["tables"][0]["reason"]
+    newest = DeltaTable.forPath(spark, lake["inventory"]).history(1).first()["version"]
+    assert result["tables"][0]["inventory_version"] == newest
