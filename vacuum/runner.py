@@ -308,15 +308,24 @@ def _vacuum(
         if options.dry_run or run.planned_files == 0:
             return
         if run.delete_with == "delta":
-            spark.sql(
-                vacuum_sql(
-                    state,
-                    mode=options.mode,
-                    retention_hours=retain_argument,
-                    dry_run=False,
-                    inventory_view=view,
-                )
+            real_sql = vacuum_sql(
+                state, mode=options.mode, retention_hours=retain_argument, dry_run=False, inventory_view=view
             )
+            try:
+                spark.sql(real_sql)
+            except Exception:
+                # Delta failed part-way: count what it did delete, then report its error
+                _measure_delta_deletes(
+                    spark,
+                    planned,
+                    slice_frame,
+                    table,
+                    context,
+                    options.ledger_table,
+                    run,
+                    fail_on_remaining=False,
+                )
+                raise
             _measure_delta_deletes(spark, planned, slice_frame, table, context, options.ledger_table, run)
         else:
             _delete_batch(spark, planned, plan_sql, table, context, options.ledger_table, run)
@@ -584,6 +593,8 @@ def _measure_delta_deletes(
     context: _RunContext,
     ledger: str | None,
     run: TableRun,
+    *,
+    fail_on_remaining: bool = True,
 ) -> None:
     """After Delta's own VACUUM: count the planned files that are really gone, and ledger them.
 
@@ -615,7 +626,7 @@ def _measure_delta_deletes(
         deleted.unpersist()
     finally:
         remaining.unpersist()
-    if run.remaining_files:
+    if run.remaining_files and fail_on_remaining:
         raise InventoryVacuumError(
             f"Delta's VACUUM left {run.remaining_files} of the {run.planned_files} planned file(s) in place "
             "(it ignores each file's delete error: access denied, object lock, bucket policy?)"
