@@ -437,3 +437,36 @@ def test_missing_inventory_table_is_a_one_line_error(spark, tmp_path, bucket, ca
         error.startswith("inventory-vacuum vacuum: error: inventory table s3://")
         and "cannot be read" in error
     )
+
+
+def test_flat_mode_plans_like_inventory_mode_from_one_flat_listing(spark, s3, s3_server, lake):
+    """``--mode flat``: one paginated ListObjectsV2 of the table prefix is the inventory."""
+    import pyarrow.parquet as pq
+
+    registry = registry_file(lake["tmp"], {"events": lake["uri"]})
+    plans = {}
+    for mode in ("inventory", "flat"):
+        out = lake["tmp"] / f"{mode}.parquet"
+        s3_server.reset_counts()
+        code, result = cli_json(
+            "vacuum",
+            "--inventory-table",
+            lake["inventory"],
+            "--tables",
+            registry,
+            "--dry-run",
+            "--mode",
+            mode,
+            "--candidates",
+            str(out),
+        )
+        assert code == 0, result["tables"][0]["reason"]
+        plans[mode] = set(pq.read_table(out).column("path").to_pylist())
+        if mode == "flat":
+            lists = s3_server.counts(lake["bucket"])
+    assert plans["flat"] == plans["inventory"] and plans["flat"]
+    # the flat listing is one page here; the rest are Delta's reads of _delta_log
+    objects = len(keys_of(s3, lake["bucket"], "events/"))
+    log_objects = len(keys_of(s3, lake["bucket"], "events/_delta_log/"))
+    assert lists["ListObjectsV2"] <= -(-objects // 1000) + 1 + -(-log_objects // 1000) * 8
+    assert lists["ListObjects"] == 0

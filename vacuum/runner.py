@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from inventory.errors import InventoryTableError, InventoryVacuumError, VacuumRefused, spark_error_summary
+from inventory.listing import listing_inventory
 from inventory.paths import StorageLocation
 from inventory.registry import RegisteredTable
 from inventory.s3 import describe, s3_client
@@ -66,6 +67,9 @@ from vacuum.verify import directory_object_counts, still_present
 log = logging.getLogger("inventory_vacuum")
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# Modes whose plan is Delta's USING INVENTORY over a slice we prepared (from the inventory table,
+# or from one flat listing of the table made now)
+INVENTORY_MODES = ("inventory", "flat")
 
 
 # A modificationTime below this (1973-03-03 in milliseconds) is a time in seconds: read as
@@ -78,8 +82,8 @@ class VacuumOptions:
     """How to vacuum (the command-line flags of ``inventory-vacuum vacuum``)."""
 
     inventory_table: str | None = None
-    mode: str = "inventory"  # inventory | list | lite
-    delete_with: str = "auto"  # auto (batch for S3 tables in inventory mode, else delta) | delta | batch
+    mode: str = "inventory"  # inventory | flat (one flat listing as the inventory) | list | lite
+    delete_with: str = "auto"  # auto (batch for S3 tables in inventory/flat mode, else delta) | delta | batch
     dry_run: bool = False
     retain_hours: float | None = None
     allow_unsafe_retention: bool = False
@@ -233,7 +237,7 @@ def vacuum_table(
 def _delete_path(options: VacuumOptions, location: StorageLocation) -> str:
     if options.delete_with != "auto":
         return options.delete_with
-    return "batch" if location.is_s3 and options.mode == "inventory" else "delta"
+    return "batch" if location.is_s3 and options.mode in INVENTORY_MODES else "delta"
 
 
 def _relative_prefixes(location: StorageLocation, protected: Sequence[StorageLocation]) -> list[str]:
@@ -269,7 +273,7 @@ def _vacuum(
 
     with ExitStack() as cleanup:
         slice_frame = None
-        if options.mode == "inventory":
+        if options.mode in INVENTORY_MODES:
             slice_frame = _inventory_slice(
                 spark, location, state, options, context, protected_prefixes, live_files, run
             )
@@ -342,14 +346,17 @@ def _inventory_slice(
     run: TableRun,
 ) -> DataFrame:
     """Gate the inventory for one table and return its slice (persisted): the objects Delta sees."""
-    assert options.inventory_table is not None
     if state.has_characters_beyond_the_basic_plane:
         raise VacuumRefused(
             f"the table location {state.qualified_location} has a character outside Unicode's Basic "
             "Multilingual Plane, which Delta's inventory mode mis-cuts into wrong paths; "
             "vacuum this table with --mode list"
         )
-    inventory = read_inventory(spark, options.inventory_table, context.inventory_version)
+    if options.mode == "flat":
+        inventory = listing_inventory(spark, location)
+    else:
+        assert options.inventory_table is not None
+        inventory = read_inventory(spark, options.inventory_table, context.inventory_version)
     figures = inventory_figures(inventory, location)
     taken_at = figures.inventory_taken_at
     if taken_at is not None:
