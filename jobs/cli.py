@@ -98,7 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     vacuum.add_argument("--retain-hours", type=_hours)
     vacuum.add_argument("--allow-unsafe-retention", action="store_true")
     vacuum.add_argument("--dry-run", action="store_true")
-    vacuum.add_argument("--mode", default="inventory", choices=["inventory", "list", "lite"])
+    vacuum.add_argument(
+        "--mode",
+        default="inventory",
+        choices=["inventory", "flat", "list", "lite"],
+        help="inventory: the S3 Inventory table; flat: one flat listing of the table made now; "
+        "list/lite: Delta's own listing VACUUM / VACUUM LITE",
+    )
     vacuum.add_argument(
         "--delete-with",
         default="auto",
@@ -117,6 +123,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     vacuum.add_argument("--parallel", type=_positive_int, default=4)
     vacuum.add_argument("--json", action="store_true")
+
+    chargeback = commands.add_parser(
+        "chargeback", help="objects, bytes and monthly storage cost per table, owner, bucket, class or prefix"
+    )
+    chargeback.add_argument("--inventory-table", required=True)
+    chargeback.add_argument("--tables", required=True, help="tables.yaml: table names and owners")
+    chargeback.add_argument(
+        "--by", default="owner", help="table, owner, bucket, storage_class or prefix[:DEPTH] (default: owner)"
+    )
+    chargeback.add_argument("--prices", help="price file (default: the packaged AWS us-east-1 list prices)")
+    chargeback.add_argument("--format", default="text", choices=["text", "csv", "json", "html"])
+    chargeback.add_argument("--output", help="write the report to this file instead of stdout")
+    chargeback.add_argument(
+        "--history-table", help="vacuum_runs location (default: beside the inventory table)"
+    )
+    chargeback.add_argument(
+        "--runs-table", help="inventory_runs location (default: beside the inventory table)"
+    )
 
     demo = commands.add_parser("demo", help="run everything end to end on a local S3 server with demo data")
     demo.add_argument("--workdir", default=".demo", help="where tables.yaml and reports are written")
@@ -140,6 +164,7 @@ def run(argv: Sequence[str] | None, out: TextIO) -> int:
             "ingest": _ingest,
             "snapshot": _snapshot,
             "vacuum": _vacuum,
+            "chargeback": lambda parsed, _: _chargeback(parsed, out),
             "demo": _demo,
             "fetch-jars": _fetch_jars,
         }[args.command]
@@ -211,8 +236,8 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
     from inventory.session import build_spark_session
     from vacuum.runner import VacuumOptions, vacuum_tables, write_candidates
 
-    if args.mode != "inventory" and args.delete_with == "batch":
-        raise UsageError("--delete-with batch needs --mode inventory")
+    if args.mode in ("list", "lite") and args.delete_with == "batch":
+        raise UsageError("--delete-with batch needs --mode inventory or flat")
     if args.candidates and not args.candidates.endswith((".parquet", ".csv")):
         raise UsageError(f"--candidates {args.candidates!r} must end in .parquet or .csv")
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
@@ -258,6 +283,42 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
             json.dump(result.to_dict(), report, indent=2, default=str)
     output.show("vacuum", result)
     return 0 if result.ok else 1
+
+
+def _chargeback(args: argparse.Namespace, out: TextIO) -> int:
+    from inventory.chargeback import chargeback, load_prices, parse_group_by
+    from inventory.history import default_history_location
+    from inventory.paths import StorageLocation
+    from inventory.registry import load_registry
+    from inventory.session import build_spark_session
+    from jobs.chargeback_output import render
+
+    by = parse_group_by(args.by)
+    prices = load_prices(args.prices)
+    StorageLocation.parse(args.inventory_table, what="--inventory-table")
+    registry = load_registry(args.tables)
+    if args.output:
+        _check_writable("--output", args.output)
+    spark = build_spark_session("inventory-vacuum chargeback")
+    report = chargeback(
+        spark,
+        args.inventory_table,
+        registry,
+        by,
+        prices,
+        vacuum_runs_table=args.history_table or default_history_location(args.inventory_table, "vacuum_runs"),
+        inventory_runs_table=args.runs_table
+        or default_history_location(args.inventory_table, "inventory_runs"),
+    )
+    text = render(report, args.format)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as target:
+            target.write(text)
+        print(f"wrote the {args.format} chargeback report to {args.output}", file=sys.stderr)
+    else:
+        out.write(text)
+        out.flush()
+    return 0
 
 
 def _check_writable(flag: str, path: str) -> None:

@@ -30,6 +30,7 @@ class DemoResult:
     vacuum: Any
     tables_readable: dict[str, int]
     workdir: str
+    chargeback: Any = None
 
     @property
     def ok(self) -> bool:
@@ -42,6 +43,7 @@ class DemoResult:
             "vacuum": self.vacuum.to_dict(),
             "tables_readable": self.tables_readable,
             "workdir": self.workdir,
+            "chargeback": self.chargeback.to_dict() if self.chargeback is not None else None,
         }
 
 
@@ -140,13 +142,33 @@ def run_demo(workdir: str, output: Output) -> int:
             delete_with="batch",
         )
         dry = vacuum_tables(spark, registry.select(None), _with(base, dry_run=True), run_id="demo-dry-run")
+        cost = _chargeback(spark, inventory_table, registry, history, folder)
         real = vacuum_tables(spark, registry.select(None), base, run_id="demo")
         readable = {name: spark.read.format("delta").load(uri).count() for name, uri in tables.items()}
-        result = DemoResult(ingested, dry, real, readable, str(folder))
+        result = DemoResult(ingested, dry, real, readable, str(folder), cost)
         output.show("demo", result)
         return 0 if result.ok else 1
     finally:
         server.stop()
+
+
+def _chargeback(spark: Any, inventory_table: str, registry: Any, history: str, folder: Path) -> Any:
+    """The demo bucket's chargeback after the dry run (so reclaimable bytes show), also written as
+    ``chargeback.html`` in the work folder."""
+    from inventory.chargeback import chargeback, load_prices, parse_group_by
+    from jobs.chargeback_output import render_html
+
+    report = chargeback(
+        spark,
+        inventory_table,
+        registry,
+        parse_group_by("owner"),
+        load_prices(),
+        vacuum_runs_table=history,
+        inventory_runs_table=f"s3://{INVENTORY}/tables/inventory_runs",
+    )
+    (folder / "chargeback.html").write_text(render_html(report), encoding="utf-8")
+    return report
 
 
 def _with(options: Any, **changes: Any) -> Any:

@@ -78,6 +78,18 @@ class ConsoleOutput:
         lines += self._vacuum(data["vacuum"])
         lines += ["", "== every table still reads after the vacuum"]
         lines += [f"ok       {name}: {rows} rows" for name, rows in data["tables_readable"].items()]
+        if data.get("chargeback"):
+            from jobs.chargeback_output import text_lines
+
+            lines += [
+                "",
+                "== chargeback of the demo bucket, after the dry run (list prices; nothing deleted yet)",
+            ]
+            lines += [
+                "   (inventory-vacuum chargeback --inventory-table ... --tables tables.yaml --by owner)"
+            ]
+            lines += text_lines(data["chargeback"])
+            lines += [f"   HTML report: {data['workdir']}/chargeback.html"]
         lines += ["", f"tables.yaml written to {data['workdir']}/tables.yaml"]
         return lines
 

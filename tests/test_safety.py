@@ -48,7 +48,9 @@ def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidat
     inner_rows = spark.read.format("delta").load(lake["inner"]).count()
     assert any(k.endswith(".parquet") for k in own_keys)
 
-    code, result = _vacuum(lake["inventory"], lake["registry"], "--history-table", f"s3://{lake['bucket']}/x/h")
+    code, result = _vacuum(
+        lake["inventory"], lake["registry"], "--history-table", f"s3://{lake['bucket']}/x/h"
+    )
     assert code == 0, result["tables"][0]["reason"]
     [run] = result["tables"]
     after = keys_of(s3, lake["bucket"])
@@ -192,11 +194,15 @@ def lake_with_junk(spark, s3, bucket_factory, tmp_path):
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
     live = referenced_keys(spark, uri)
-    expected = {
-        k
-        for k in keys_of(s3, source, "events/")
-        if "/_" not in "/" + k[len("events/") :] and "/." not in "/" + k[len("events/") :]
-    } - live - {"events/10:00.log"}
+    expected = (
+        {
+            k
+            for k in keys_of(s3, source, "events/")
+            if "/_" not in "/" + k[len("events/") :] and "/." not in "/" + k[len("events/") :]
+        }
+        - live
+        - {"events/10:00.log"}
+    )
     return {
         "bucket": source,
         "uri": uri,
@@ -276,8 +282,13 @@ def test_unwritable_report_path_is_found_before_anything_is_deleted(spark, s3, l
     lake = lake_with_junk
     before = keys_of(s3, lake["bucket"])
     code, out = cli(
-        "vacuum", "--inventory-table", lake["inventory"], "--tables", lake["registry"],
-        "--report", "/nonexistent-dir/report.json",
+        "vacuum",
+        "--inventory-table",
+        lake["inventory"],
+        "--tables",
+        lake["registry"],
+        "--report",
+        "/nonexistent-dir/report.json",
     )
     assert code == 2 and out == ""
     assert "--report /nonexistent-dir/report.json" in capsys.readouterr().err
@@ -292,3 +303,21 @@ def test_the_run_reads_one_pinned_inventory_version(spark, s3, lake_with_junk):
     assert code == 0, result["tables"][0]["reason"]
     newest = DeltaTable.forPath(spark, lake["inventory"]).history(1).first()["version"]
     assert result["tables"][0]["inventory_version"] == newest
+
+
+def test_tables_deleting_in_parallel_share_one_ledger(spark, s3, bucket_factory, tmp_path):
+    """The first run creates the ledger once: parallel first appends used to race on creating it."""
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uris = {name: make_table(spark, source, name) for name in ("one", "two", "three")}
+    put(s3, source, *(f"{name}/junk.parquet" for name in uris))
+    time.sleep(3)
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    registry = registry_file(tmp_path, uris)
+    code, result = _vacuum(inventory, registry, "--parallel", "3")
+    assert code == 0, [t["reason"] for t in result["tables"]]
+    assert not [w for t in result["tables"] for w in t["warnings"]]
+    ledger = spark.read.format("delta").load(f"s3://{inventory_bucket}/tables/vacuum_deletions")
+    by_table = {r["table"]: r["count"] for r in ledger.groupBy("table").count().collect()}
+    assert by_table == {t["name"]: t["deleted_files"] for t in result["tables"]}
+    assert all(count > 0 for count in by_table.values())

@@ -76,6 +76,13 @@ def record_deletions(
     return None
 
 
+def ensure_ledger(spark: SparkSession, location: str) -> None:
+    """Create the empty ledger table once, before tables run concurrently: appends to an existing
+    Delta table do not conflict, but two first appends would both try to create it."""
+    if not _exists(spark, location):
+        spark.createDataFrame([], LEDGER_SCHEMA).write.format("delta").mode("append").save(location)
+
+
 def _exists(spark: SparkSession, location: str) -> bool:
     """True when ``location`` itself has a ``_delta_log/``.
 

@@ -37,7 +37,7 @@ from inventory.schema import INVENTORY_TABLE_SCHEMA
 from vacuum import gates
 from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs
-from vacuum.ledger import deleted_since, record_deletions
+from vacuum.ledger import deleted_since, ensure_ledger, record_deletions
 from vacuum.plan import (
     candidate_details,
     classify_objects,
@@ -179,6 +179,13 @@ def vacuum_tables(
             raise InventoryTableError("--mode inventory needs --inventory-table")
         version = inventory_version(spark, options.inventory_table)
     context = _RunContext(run_id, version, _protected_locations(options))
+    if options.ledger_table and not options.dry_run:
+        try:
+            ensure_ledger(spark, options.ledger_table)
+        except Exception as error:
+            raise InventoryTableError(
+                f"cannot create the deletion ledger {options.ledger_table}: {spark_error_summary(error)}"
+            ) from None
 
     def run_one(table: RegisteredTable) -> TableRun:
         session = spark.newSession()

@@ -1,0 +1,705 @@
+"""Storage-cost chargeback: who owns every byte of the inventory, and what it costs a month.
+
+Pure DataFrame transforms over the inventory table (one aggregation, so one pass over the data),
+priced from a price table (``inventory/prices/aws-us-east-1.yaml`` unless ``--prices``):
+
+- each object is priced by its storage class; ``INTELLIGENT_TIERING`` by its access tier
+  (``intelligent_tiering_access_tier``; none given: the Frequent Access tier, with a warning);
+- an object smaller than its class's ``minimum_billable_bytes`` (128 KB for STANDARD_IA,
+  ONEZONE_IA, GLACIER_IR) is billed as that size;
+- archive classes add ``overhead_bytes`` per object at their own price and
+  ``standard_overhead_bytes`` at the STANDARD price (GLACIER, DEEP_ARCHIVE: 32 KB + 8 KB);
+- Intelligent-Tiering's monitoring fee is charged per object of at least ``monitoring_minimum_bytes``;
+- a storage class the price table does not know is priced at STANDARD, with a warning, never at 0.
+
+Objects under no registered table form the group ``unowned``, broken down by top-level prefix.
+Reclaimable bytes per table come from the newest dry run in ``vacuum_runs``; noncurrent versions
+from the newest ``inventory_runs`` row per bucket (the inventory table holds current versions only).
+
+Example::
+
+    prices = load_prices()                      # the packaged AWS us-east-1 list prices
+    report = chargeback(spark, "s3://meta/warehouse/inventory", load_registry("tables.yaml"),
+                        parse_group_by("owner"), prices)
+    report.to_dict()["groups"][0]   # {"group": "growth", "objects": ..., "monthly_cost": ...}
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, StringType
+
+from inventory.errors import ConfigError, InventoryTableError, UsageError, spark_error_summary
+from inventory.registry import TableRegistry
+
+log = logging.getLogger("inventory_vacuum")
+
+GIB = 1 << 30  # AWS bills storage per GB-month with 1 GB = 2^30 bytes
+UNOWNED = "unowned"
+UNKNOWN_OWNER = "unknown"  # a table named in the inventory that tables.yaml no longer registers
+NO_CLASS = "(none)"  # a row whose storage_class is null
+INTELLIGENT_TIERING = "INTELLIGENT_TIERING"
+DEFAULT_TIER = "FREQUENT"
+REQUIRED_CLASSES = (
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    INTELLIGENT_TIERING,
+    "GLACIER_IR",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+)
+REQUIRED_TIERS = ("FREQUENT", "INFREQUENT", "ARCHIVE_INSTANT_ACCESS", "ARCHIVE_ACCESS", "DEEP_ARCHIVE_ACCESS")
+GROUP_KINDS = ("table", "owner", "bucket", "storage_class", "prefix")
+DEFAULT_PRICES = "aws-us-east-1.yaml"
+REQUIRED_COLUMNS = ("bucket", "key", "length", "storage_class")
+SQL_QUERIES = ("cost_by_table", "cost_by_owner", "cost_by_storage_class")
+
+
+# ---------------------------------------------------------------------------------------------
+# Prices
+
+
+@dataclass(frozen=True)
+class PriceRule:
+    """How one storage class (or Intelligent-Tiering access tier) is billed per object."""
+
+    key: str  # STANDARD, GLACIER, INTELLIGENT_TIERING:FREQUENT, ...
+    price_per_gb_month: float
+    minimum_billable_bytes: int = 0
+    overhead_bytes: int = 0  # billed at this class's price
+    standard_overhead_bytes: int = 0  # billed at the STANDARD price
+    monitoring_per_object: float = 0.0  # per object and month (Intelligent-Tiering)
+    monitoring_minimum_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """A validated price file: every class of :data:`REQUIRED_CLASSES`, no negative number."""
+
+    rules: tuple[PriceRule, ...]
+    currency: str
+    prices_as_of: str
+    region: str
+    source: str
+    file: str
+
+    def rule(self, key: str) -> PriceRule | None:
+        return next((r for r in self.rules if r.key == key), None)
+
+    @property
+    def standard(self) -> PriceRule:
+        standard = self.rule("STANDARD")
+        assert standard is not None  # load_prices requires it
+        return standard
+
+    def rows(self) -> list[tuple[str, float, int, int, int, float, int]]:
+        """The ``prices`` view the shipped ``.sql`` files join against, one row per rule."""
+        return [
+            (
+                r.key,
+                r.price_per_gb_month,
+                r.minimum_billable_bytes,
+                r.overhead_bytes,
+                r.standard_overhead_bytes,
+                r.monitoring_per_object,
+                r.monitoring_minimum_bytes,
+            )
+            for r in self.rules
+        ]
+
+
+PRICES_VIEW_SCHEMA = (
+    "price_key string, price_per_gb_month double, minimum_billable_bytes bigint, overhead_bytes bigint, "
+    "standard_overhead_bytes bigint, monitoring_per_object double, monitoring_minimum_bytes bigint"
+)
+
+
+def default_prices_file() -> str:
+    return str(resources.files("inventory") / "prices" / DEFAULT_PRICES)
+
+
+def load_prices(path: str | None = None) -> PriceTable:
+    """Read and validate a price file (the packaged AWS us-east-1 list prices when ``path`` is None).
+
+    A missing class, a missing or negative price, or a malformed file is a one-line
+    :class:`ConfigError` (exit 2).
+    """
+    source = path or default_prices_file()
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read price file {source}: {error.strerror}") from None
+    return parse_prices(text, source)
+
+
+def parse_prices(text: str, source: str = "prices.yaml") -> PriceTable:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise ConfigError(f"price file {source}: not valid YAML") from None
+    if not isinstance(document, dict) or not isinstance(document.get("storage_classes"), dict):
+        raise ConfigError(f"price file {source}: expected a mapping with a 'storage_classes' mapping")
+    classes: dict[str, Any] = document["storage_classes"]
+    missing = [name for name in REQUIRED_CLASSES if name not in classes]
+    if missing:
+        raise ConfigError(f"price file {source}: missing storage class(es) {', '.join(missing)}")
+    rules: list[PriceRule] = []
+    for name, entry in classes.items():
+        where = f"price file {source}: {name}"
+        if name == INTELLIGENT_TIERING:
+            rules.extend(_tier_rules(entry, where))
+        else:
+            rules.append(_rule(str(name), entry, where))
+    return PriceTable(
+        rules=tuple(rules),
+        currency=str(document.get("currency", "USD")),
+        prices_as_of=str(document.get("prices_as_of", "unknown")),
+        region=str(document.get("region", "")),
+        source=str(document.get("source", "")),
+        file=source,
+    )
+
+
+def _tier_rules(entry: Any, where: str) -> list[PriceRule]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("access_tiers"), dict):
+        raise ConfigError(f"{where}: expected an 'access_tiers' mapping")
+    tiers: dict[str, Any] = entry["access_tiers"]
+    missing = [tier for tier in REQUIRED_TIERS if tier not in tiers]
+    if missing:
+        raise ConfigError(f"{where}: missing access tier(s) {', '.join(missing)}")
+    per_thousand = _number(entry, "monitoring_per_1000_objects", where, default=0.0)
+    minimum = int(_number(entry, "monitoring_minimum_bytes", where, default=0))
+    return [
+        _rule(
+            f"{INTELLIGENT_TIERING}:{tier}",
+            value,
+            f"{where}: {tier}",
+            monitoring_per_object=per_thousand / 1000,
+            monitoring_minimum_bytes=minimum,
+        )
+        for tier, value in tiers.items()
+    ]
+
+
+def _rule(key: str, entry: Any, where: str, **extra: Any) -> PriceRule:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected a mapping with price_per_gb_month")
+    unknown = sorted(
+        set(entry)
+        - {"price_per_gb_month", "minimum_billable_bytes", "overhead_bytes", "standard_overhead_bytes"}
+    )
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
+    return PriceRule(
+        key=key,
+        price_per_gb_month=_number(entry, "price_per_gb_month", where),
+        minimum_billable_bytes=int(_number(entry, "minimum_billable_bytes", where, default=0)),
+        overhead_bytes=int(_number(entry, "overhead_bytes", where, default=0)),
+        standard_overhead_bytes=int(_number(entry, "standard_overhead_bytes", where, default=0)),
+        **extra,
+    )
+
+
+def _number(entry: Mapping[str, Any], name: str, where: str, default: float | None = None) -> float:
+    value = entry.get(name, default)
+    if value is None:
+        raise ConfigError(f"{where}: '{name}' is required")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{where}: '{name}' must be a number, not {value!r}")
+    if value < 0:
+        raise ConfigError(f"{where}: '{name}' is negative ({value!r}); prices and sizes must be >= 0")
+    return float(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Grouping
+
+
+@dataclass(frozen=True)
+class GroupBy:
+    """What ``--by`` asks for: ``table``, ``owner``, ``bucket``, ``storage_class`` or ``prefix:DEPTH``."""
+
+    kind: str
+    depth: int = 1
+
+    @property
+    def name(self) -> str:
+        return f"prefix:{self.depth}" if self.kind == "prefix" else self.kind
+
+
+def parse_group_by(text: str) -> GroupBy:
+    """``"owner"`` -> GroupBy("owner"); ``"prefix:2"`` -> GroupBy("prefix", 2); else a UsageError."""
+    kind, _, depth = text.strip().partition(":")
+    if kind in GROUP_KINDS and not depth and kind != "prefix":
+        return GroupBy(kind)
+    if kind == "prefix" and (not depth or (depth.isdigit() and int(depth) >= 1)):
+        return GroupBy("prefix", int(depth) if depth else 1)
+    raise UsageError(
+        f"--by {text!r}: expected table, owner, bucket, storage_class or prefix[:DEPTH] (DEPTH >= 1)"
+    )
+
+
+def prefix_column(depth: int) -> Column:
+    """``bucket/`` plus the first ``depth`` folder components of the key, each ending in ``/``.
+
+    ``lake``, ``warehouse/events/day=1/part-0.parquet``, depth 2 -> ``lake/warehouse/events/``;
+    a key at the bucket root -> ``lake/``. The file name itself is never a prefix.
+    """
+    parts = F.split(F.col("key"), "/")
+    folders = F.slice(parts, 1, F.least(F.lit(depth), F.size(parts) - 1))
+    return F.concat(
+        F.col("bucket"),
+        F.lit("/"),
+        F.when(F.size(folders) > 0, F.concat(F.array_join(folders, "/"), F.lit("/"))).otherwise(F.lit("")),
+    )
+
+
+def owner_column(registry: TableRegistry | None) -> Column:
+    """The owner of each object's table from tables.yaml; ``unowned`` for objects of no table."""
+    owner: Column = F.lit(UNKNOWN_OWNER)
+    for table in (registry.tables if registry else ())[::-1]:
+        owner = F.when(F.col("table") == table.name, F.lit(table.owner)).otherwise(owner)
+    return F.when(F.col("table").isNull(), F.lit(UNOWNED)).otherwise(owner)
+
+
+def group_column(by: GroupBy, registry: TableRegistry | None) -> Column:
+    if by.kind == "table":
+        return F.coalesce(F.col("table"), F.lit(UNOWNED))
+    if by.kind == "owner":
+        return owner_column(registry)
+    if by.kind == "bucket":
+        return F.col("bucket")
+    if by.kind == "storage_class":
+        return F.coalesce(F.col("storage_class"), F.lit(NO_CLASS))
+    return prefix_column(by.depth)
+
+
+def price_key_column() -> Column:
+    """STANDARD, GLACIER, ..., ``INTELLIGENT_TIERING:<access tier>`` (none given: FREQUENT)."""
+    storage_class = F.col("storage_class")
+    return (
+        F.when(storage_class.isNull(), F.lit(NO_CLASS))
+        .when(
+            storage_class == INTELLIGENT_TIERING,
+            F.concat(
+                F.lit(f"{INTELLIGENT_TIERING}:"),
+                F.coalesce(F.col("intelligent_tiering_access_tier"), F.lit(DEFAULT_TIER)),
+            ),
+        )
+        .otherwise(storage_class)
+    )
+
+
+def _by_rule(key: Column, prices: PriceTable, attribute: str, default: Any) -> Column:
+    value: Column = F.lit(default)
+    for rule in prices.rules[::-1]:
+        value = F.when(key == rule.key, F.lit(getattr(rule, attribute))).otherwise(value)
+    return value
+
+
+def priced_objects(
+    inventory: DataFrame, prices: PriceTable, by: GroupBy, registry: TableRegistry | None
+) -> DataFrame:
+    """One row per current object with what it is billed for (no prices multiplied in yet).
+
+    Columns: ``group, table, unowned_prefix, price_key, length, billable_bytes`` (at the class's
+    price: minimum size and archive overhead applied), ``standard_overhead_bytes`` (at the STANDARD
+    price), ``monitored`` (1 when Intelligent-Tiering monitors it), ``untiered`` (1 for an
+    Intelligent-Tiering object without an access tier).
+    """
+    key = price_key_column()
+    length = F.coalesce(F.col("length"), F.lit(0)).cast("long")
+    minimum = _by_rule(key, prices, "minimum_billable_bytes", 0).cast("long")
+    return inventory.select(
+        group_column(by, registry).alias("group"),
+        F.col("table"),
+        F.when(F.col("table").isNull(), prefix_column(1)).alias("unowned_prefix"),
+        key.alias("price_key"),
+        length.alias("length"),
+        (F.greatest(length, minimum) + _by_rule(key, prices, "overhead_bytes", 0).cast("long")).alias(
+            "billable_bytes"
+        ),
+        _by_rule(key, prices, "standard_overhead_bytes", 0).cast("long").alias("standard_overhead_bytes"),
+        F.when(
+            (F.col("storage_class") == INTELLIGENT_TIERING)
+            & (length >= _by_rule(key, prices, "monitoring_minimum_bytes", 0)),
+            1,
+        )
+        .otherwise(0)
+        .alias("monitored"),
+        F.when(
+            (F.col("storage_class") == INTELLIGENT_TIERING)
+            & F.col("intelligent_tiering_access_tier").isNull(),
+            1,
+        )
+        .otherwise(0)
+        .alias("untiered"),
+    )
+
+
+def aggregate(objects: DataFrame) -> DataFrame:
+    """Sum :func:`priced_objects` by group, table, unowned prefix and price key (the one shuffle)."""
+    return objects.groupBy("group", "table", "unowned_prefix", "price_key").agg(
+        F.count(F.lit(1)).alias("objects"),
+        F.sum("length").alias("bytes"),
+        F.sum("billable_bytes").alias("billable_bytes"),
+        F.sum("standard_overhead_bytes").alias("standard_overhead_bytes"),
+        F.sum("monitored").alias("monitored_objects"),
+        F.sum("untiered").alias("untiered_objects"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_inventory_for_chargeback(spark: SparkSession, location: str) -> DataFrame:
+    """The current objects of the inventory table; an :class:`InventoryTableError` (exit 2) when it
+    cannot be read or lacks a column the chargeback needs (``storage_class`` above all)."""
+    try:
+        frame = spark.read.format("delta").load(location)
+        columns = set(frame.columns)
+    except Exception as error:
+        raise InventoryTableError(
+            f"inventory table {location} cannot be read: {spark_error_summary(error)}"
+        ) from None
+    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
+    if missing:
+        raise InventoryTableError(
+            f"inventory table {location} lacks column(s) {', '.join(missing)}: "
+            "not an inventory-vacuum inventory table, nothing to price"
+        )
+    for name, data_type in (
+        ("table", StringType()),
+        ("intelligent_tiering_access_tier", StringType()),
+        ("is_latest", BooleanType()),
+        ("is_delete_marker", BooleanType()),
+    ):
+        if name not in columns:
+            frame = frame.withColumn(name, F.lit(None).cast(data_type))
+    current = F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(
+        F.col("is_delete_marker"), F.lit(False)
+    )
+    return frame.where(current)
+
+
+def _read_history(spark: SparkSession, location: str, what: str, warnings: list[str]) -> DataFrame | None:
+    try:
+        frame = spark.read.format("delta").load(location)
+        frame.columns  # noqa: B018 - resolves the table now, inside the try
+    except Exception as error:
+        warnings.append(f"no {what} at {location} ({spark_error_summary(error)[:120]})")
+        return None
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class Tally:
+    """Objects, bytes and monthly cost of one group, optionally split by storage class."""
+
+    objects: int = 0
+    bytes: int = 0
+    monthly_cost: float = 0.0
+    storage_classes: dict[str, Tally] = field(default_factory=dict)
+
+    def add(self, price_key: str | None, objects: int, size: int, cost: float) -> None:
+        self.objects += objects
+        self.bytes += size
+        self.monthly_cost += cost
+        if price_key is not None:
+            self.storage_classes.setdefault(price_key, Tally()).add(None, objects, size, cost)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "objects": self.objects,
+            "bytes": self.bytes,
+            "monthly_cost": _money(self.monthly_cost),
+        }
+        if self.storage_classes:
+            data["storage_classes"] = {
+                name: tally.to_dict() for name, tally in sorted(self.storage_classes.items())
+            }
+        return data
+
+
+def _money(value: float) -> float:
+    return round(value, 10)
+
+
+def _ranked(tallies: Mapping[str, Tally]) -> list[tuple[str, Tally]]:
+    return sorted(tallies.items(), key=lambda item: (-item[1].monthly_cost, -item[1].bytes, item[0]))
+
+
+@dataclass
+class ChargebackReport:
+    """The chargeback of one inventory: ``to_dict()`` is the ``--format json`` document."""
+
+    by: str
+    currency: str
+    prices_as_of: str
+    price_file: str
+    inventory_table: str
+    groups: dict[str, Tally] = field(default_factory=dict)
+    by_owner: dict[str, Tally] = field(default_factory=dict)
+    by_table: dict[str, Tally] = field(default_factory=dict)
+    unowned: Tally = field(default_factory=Tally)
+    unowned_prefixes: dict[str, Tally] = field(default_factory=dict)
+    noncurrent: dict[str, Any] = field(default_factory=dict)
+    reclaimable: list[dict[str, Any]] = field(default_factory=list)
+    totals: Tally = field(default_factory=Tally)
+    warnings: list[str] = field(default_factory=list)
+
+    def ranked_groups(self) -> list[tuple[str, Tally]]:
+        return _ranked(self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        reclaimable_bytes = sum(r["bytes"] or 0 for r in self.reclaimable)
+        reclaimable_cost = sum(r["monthly_cost"] or 0.0 for r in self.reclaimable)
+        return {
+            "by": self.by,
+            "currency": self.currency,
+            "prices_as_of": self.prices_as_of,
+            "price_file": self.price_file,
+            "inventory_table": self.inventory_table,
+            "groups": [{"group": name, **tally.to_dict()} for name, tally in self.ranked_groups()],
+            "unowned": {
+                **self.unowned.to_dict(),
+                "prefixes": [
+                    {"prefix": name, **tally.to_dict()} for name, tally in _ranked(self.unowned_prefixes)
+                ],
+            },
+            "noncurrent": self.noncurrent,
+            "reclaimable": self.reclaimable,
+            "totals": {
+                **self.totals.to_dict(),
+                "reclaimable_bytes": reclaimable_bytes,
+                "reclaimable_monthly_cost": _money(reclaimable_cost),
+                "noncurrent_monthly_cost": self.noncurrent.get("monthly_cost", 0.0),
+            },
+            "warnings": self.warnings,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# The chargeback
+
+
+def chargeback(
+    spark: SparkSession,
+    inventory_table: str,
+    registry: TableRegistry | None,
+    by: GroupBy,
+    prices: PriceTable,
+    *,
+    vacuum_runs_table: str | None = None,
+    inventory_runs_table: str | None = None,
+) -> ChargebackReport:
+    """Group, count and price the inventory table (one Spark job over it), and add what the
+    newest vacuum dry runs could reclaim and what noncurrent versions cost.
+
+    ``vacuum_runs_table`` / ``inventory_runs_table``: the history tables (None: not read).
+    """
+    inventory = read_inventory_for_chargeback(spark, inventory_table)
+    rows = aggregate(priced_objects(inventory, prices, by, registry)).collect()
+    report = ChargebackReport(
+        by=by.name,
+        currency=prices.currency,
+        prices_as_of=prices.prices_as_of,
+        price_file=prices.file,
+        inventory_table=inventory_table,
+    )
+    _price_rows([r.asDict() for r in rows], prices, registry, report)
+    if vacuum_runs_table:
+        report.reclaimable = reclaimable(spark, vacuum_runs_table, report, prices, report.warnings)
+    if inventory_runs_table:
+        report.noncurrent = noncurrent(spark, inventory_runs_table, prices, report.warnings)
+    for warning in report.warnings:
+        log.warning("chargeback: %s", warning)
+    return report
+
+
+def row_cost(row: Mapping[str, Any], prices: PriceTable) -> float:
+    """The monthly cost of one aggregated row (sums of :func:`priced_objects`)."""
+    rule = prices.rule(row["price_key"]) or prices.standard
+    return (
+        row["billable_bytes"] * rule.price_per_gb_month
+        + row["standard_overhead_bytes"] * prices.standard.price_per_gb_month
+    ) / GIB + row["monitored_objects"] * rule.monitoring_per_object
+
+
+def _price_rows(
+    rows: Iterable[Mapping[str, Any]],
+    prices: PriceTable,
+    registry: TableRegistry | None,
+    report: ChargebackReport,
+) -> None:
+    owners = {t.name: t.owner for t in registry.tables} if registry else {}
+    unpriced: dict[str, int] = {}
+    untiered = 0
+    unregistered: set[str] = set()
+    for row in rows:
+        key, objects, size = row["price_key"], row["objects"], row["bytes"]
+        cost = row_cost(row, prices)
+        if prices.rule(key) is None:
+            unpriced[key] = unpriced.get(key, 0) + objects
+        untiered += row["untiered_objects"]
+        table = row["table"]
+        if table is not None and table not in owners:
+            unregistered.add(table)
+        owner = UNOWNED if table is None else owners.get(table, UNKNOWN_OWNER)
+        report.groups.setdefault(row["group"], Tally()).add(key, objects, size, cost)
+        report.by_owner.setdefault(owner, Tally()).add(key, objects, size, cost)
+        report.by_table.setdefault(table or UNOWNED, Tally()).add(key, objects, size, cost)
+        report.totals.add(key, objects, size, cost)
+        if table is None:
+            report.unowned.add(key, objects, size, cost)
+            report.unowned_prefixes.setdefault(row["unowned_prefix"], Tally()).add(key, objects, size, cost)
+    for key, objects in sorted(unpriced.items()):
+        report.warnings.append(
+            f"storage class {key} is not in the price table {prices.file}: "
+            f"its {objects} object(s) are priced at STANDARD"
+        )
+    if untiered:
+        report.warnings.append(
+            f"{untiered} INTELLIGENT_TIERING object(s) have no access tier in the inventory: "
+            "priced at the Frequent Access tier"
+        )
+    for table in sorted(unregistered):
+        report.warnings.append(
+            f"table {table!r} of the inventory is not in tables.yaml: its owner is reported as {UNKNOWN_OWNER!r}"
+        )
+
+
+def reclaimable(
+    spark: SparkSession, location: str, report: ChargebackReport, prices: PriceTable, warnings: list[str]
+) -> list[dict[str, Any]]:
+    """Per table, what the newest successful vacuum dry run planned to delete, priced at the
+    table's own average cost per byte (STANDARD when the inventory shows none of its bytes).
+
+    A dry run followed by a successful real vacuum is left out: those files are gone.
+    """
+    runs = _read_history(spark, location, "vacuum_runs history", warnings)
+    if runs is None:
+        return []
+    ok = runs.where(F.col("status") == "ok")
+    newest_dry = (
+        ok.where(F.col("dry_run"))
+        .groupBy("table")
+        .agg(F.max_by(F.struct("run_at", "planned_files", "planned_bytes"), "run_at").alias("dry"))
+    )
+    newest_real = ok.where(~F.col("dry_run")).groupBy("table").agg(F.max("run_at").alias("real_at"))
+    rows = (
+        newest_dry.join(newest_real, "table", "left")
+        .where(F.col("real_at").isNull() | (F.col("real_at") < F.col("dry.run_at")))
+        .select("table", "dry.run_at", "dry.planned_files", "dry.planned_bytes")
+        .orderBy("table")
+        .collect()
+    )
+    result = []
+    for row in rows:
+        tally = report.by_table.get(row["table"])
+        per_byte = (
+            tally.monthly_cost / tally.bytes
+            if tally is not None and tally.bytes
+            else prices.standard.price_per_gb_month / GIB
+        )
+        size = row["planned_bytes"]
+        result.append(
+            {
+                "table": row["table"],
+                "files": row["planned_files"],
+                "bytes": size,
+                "monthly_cost": _money(size * per_byte) if size is not None else None,
+                "from": "vacuum_runs",
+                "run_at": row["run_at"].isoformat() if row["run_at"] else None,
+            }
+        )
+    return sorted(result, key=lambda r: (-(r["bytes"] or 0), r["table"]))
+
+
+def noncurrent(spark: SparkSession, location: str, prices: PriceTable, warnings: list[str]) -> dict[str, Any]:
+    """Noncurrent versions and delete markers per bucket, from the newest successful ingest of
+    each bucket in ``inventory_runs``. Their storage class is not recorded: priced at STANDARD."""
+    result: dict[str, Any] = {
+        "from": "inventory_runs",
+        "objects": 0,
+        "bytes": 0,
+        "delete_markers": 0,
+        "monthly_cost": 0.0,
+        "priced_as": "STANDARD",
+        "buckets": [],
+    }
+    runs = _read_history(spark, location, "inventory_runs history", warnings)
+    if runs is None:
+        return result
+    newest = (
+        runs.where(F.col("status") == "ok")
+        .groupBy("bucket")
+        .agg(
+            F.max_by(
+                F.struct("noncurrent_objects", "noncurrent_bytes", "delete_markers", "inventory_taken_at"),
+                "run_at",
+            ).alias("n")
+        )
+        .select("bucket", "n.*")
+        .orderBy("bucket")
+        .collect()
+    )
+    price = prices.standard.price_per_gb_month / GIB
+    for row in newest:
+        objects, size, markers = (
+            row[name] or 0 for name in ("noncurrent_objects", "noncurrent_bytes", "delete_markers")
+        )
+        result["buckets"].append(
+            {
+                "bucket": row["bucket"],
+                "objects": objects,
+                "bytes": size,
+                "delete_markers": markers,
+                "monthly_cost": _money(size * price),
+                "inventory_taken_at": row["inventory_taken_at"].isoformat()
+                if row["inventory_taken_at"]
+                else None,
+            }
+        )
+        result["objects"] += objects
+        result["bytes"] += size
+        result["delete_markers"] += markers
+    result["monthly_cost"] = _money(result["bytes"] * price)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysts' SQL
+
+
+def sql_text(name: str) -> str:
+    """The shipped query ``inventory/sql/<name>.sql`` (see :data:`SQL_QUERIES`)."""
+    return (resources.files("inventory") / "sql" / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def register_views(
+    spark: SparkSession, inventory: DataFrame, prices: PriceTable, registry: TableRegistry | None
+) -> None:
+    """Create the temporary views the shipped ``.sql`` files read: ``inventory``, ``prices``
+    (:data:`PRICES_VIEW_SCHEMA`) and ``owners`` (``table, owner``)."""
+    inventory.createOrReplaceTempView("inventory")
+    spark.createDataFrame(prices.rows(), PRICES_VIEW_SCHEMA).createOrReplaceTempView("prices")
+    owners: Sequence[tuple[str, str]] = [(t.name, t.owner) for t in registry.tables] if registry else []
+    spark.createDataFrame(list(owners), "table string, owner string").createOrReplaceTempView("owners")
