@@ -5,13 +5,26 @@ standard way (``spark.jars.packages`` via :func:`delta.configure_spark_with_delt
 ``s3://`` and ``s3n://`` onto Hadoop's S3A filesystem, and points S3A at the endpoint, region and
 credentials named by the standard AWS environment variables, so one command works against AWS and
 against a local S3 server alike.
+
+It also makes the session independent of the caller's ``PATH`` and working directory: Spark's
+Python workers run the driver's own interpreter (where this package and boto3 are installed), and
+on a cluster the package itself is shipped to the executors.
 """
 
 from __future__ import annotations
 
+import atexit
+import importlib
 import os
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
 from collections.abc import Mapping
+from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 # hadoop-aws must match the Hadoop that the pyspark wheel bundles (pyspark/jars/hadoop-client-*);
@@ -19,6 +32,15 @@ from pyspark.sql import SparkSession
 HADOOP_AWS_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
 
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+# The packages Spark tasks import (e.g. vacuum.execute's batch delete), shipped to the executors
+# as one zip under this name; a file of this name already given to spark-submit --py-files wins.
+PACKAGES = ("inventory", "vacuum", "jobs")
+PACKAGE_ZIP = "inventory_vacuum.zip"
+
+# local, local[4], local[*], local[4,2]: tasks run in the driver's process, on the driver's machine.
+# local-cluster[...] and every cluster manager start separate executor processes.
+_IN_PROCESS_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
 
 def jvm_packages() -> list[str]:
@@ -59,7 +81,8 @@ def build_spark_session(
     """Return the SparkSession for a job (or the active one, reconfigured for S3).
 
     Settings already given to ``spark-submit`` (``--master``, ``--conf``, ``--packages``) win over
-    the defaults here; ``extra_conf`` wins over both.
+    the defaults here; ``extra_conf`` wins over both. Python workers run :func:`worker_python`, and
+    on a cluster master the package is shipped to the executors (:func:`ship_package`).
 
     Example::
 
@@ -102,7 +125,68 @@ def build_spark_session(
         builder = configure_spark_with_delta_pip(builder, extra_packages=[HADOOP_AWS_PACKAGE])
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("INVENTORY_VACUUM_SPARK_LOG_LEVEL", "ERROR"))
+    context = spark.sparkContext
+    # PySpark reads only PYSPARK_PYTHON (default: python3 from PATH) when it starts the JVM itself.
+    context.pythonExec = worker_python(context.getConf().get("spark.pyspark.python"))
+    ship_package(context)
     return spark
+
+
+def worker_python(configured: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The interpreter Spark's Python workers run: the user's choice, else the driver's own.
+
+    Spark's precedence: the ``spark.pyspark.python`` setting (``configured``; ``--conf``,
+    spark-defaults or ``extra_conf``), then the ``PYSPARK_PYTHON`` variable (spark-submit also
+    passes the setting this way). Without either, PySpark would start ``python3`` from ``PATH``,
+    which outside an activated virtualenv is another interpreter, without this package or boto3
+    (``ModuleNotFoundError: No module named 'vacuum'`` in a batch delete). The driver's
+    interpreter is the one known to have both; on a cluster whose executors keep Python
+    elsewhere, set ``spark.pyspark.python``.
+    """
+    env = os.environ if environ is None else environ
+    return configured or env.get("PYSPARK_PYTHON") or sys.executable
+
+
+def ship_package(context: SparkContext) -> Path | None:
+    """On a cluster, send this package to the executors; return the zip sent, or None.
+
+    Executors import ``vacuum`` etc. to run the tasks this package defines (batch deletes); a
+    cluster's Python rarely has it installed. Under a local master tasks run beside the driver,
+    which already imports it, so nothing is sent. Nothing is sent either when a file named
+    ``inventory_vacuum.zip`` is already distributed (``spark-submit --py-files``, or an earlier
+    call), or when the driver imports the package from a zip (that zip came with ``--py-files``).
+    The zip is built from the code the driver runs, so driver and executors run the same version.
+    """
+    if _IN_PROCESS_MASTER.fullmatch(context.master or ""):
+        return None
+    py_files = context.getConf().get("spark.submit.pyFiles", "") or ""
+    distributed = [*context.listFiles, *py_files.split(",")]
+    if PACKAGE_ZIP in {name.rstrip("/").rsplit("/", 1)[-1] for name in distributed}:
+        return None
+    directory = Path(tempfile.mkdtemp(prefix="inventory-vacuum-"))
+    atexit.register(shutil.rmtree, directory, True)  # the driver serves the zip until it exits
+    archive = package_zip(directory)
+    if archive is None:
+        return None
+    context.addPyFile(str(archive))
+    return archive
+
+
+def package_zip(directory: Path) -> Path | None:
+    """Write ``directory/inventory_vacuum.zip`` of :data:`PACKAGES` as the driver imports them.
+
+    Returns None when a package is not a plain directory (imported from a zip already).
+    """
+    roots = {name: Path(importlib.import_module(name).__path__[0]) for name in PACKAGES}
+    if not all(root.is_dir() for root in roots.values()):
+        return None
+    archive = directory / PACKAGE_ZIP
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name, root in roots.items():
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    bundle.write(path, str(Path(name) / path.relative_to(root)))
+    return archive
 
 
 def _submitted_conf() -> dict[str, str]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyspark
 import pytest
 from delta.tables import DeltaTable
 
@@ -442,7 +444,7 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
     assert json.loads(snapshot.stdout)["objects"] == 1
     completed = subprocess.run(
         [
-            "inventory-vacuum",
+            str(Path(sys.executable).parent / "inventory-vacuum"),  # installed, not looked up on PATH
             "ingest",
             "--destination",
             f"s3://{inventory}/r",
@@ -488,6 +490,14 @@ def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
     registry = tmp_path / "tables.yaml"
     registry.write_text(f"tables:\n  - {{name: t, path: 's3://{source}/tables/t', owner: o}}\n")
     repo = Path(__file__).resolve().parent.parent
+    # As the README says: the venv's interpreter runs spark-submit's SPARK_HOME lookup, the driver
+    # and the workers, whatever python3 is on PATH; SPARK_HOME is the venv's pyspark, not the caller's.
+    environment = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+    }
+    environment.pop("PYSPARK_DRIVER_PYTHON", None)
 
     def submit(job: str, *args: str) -> dict:
         completed = subprocess.run(
@@ -508,6 +518,7 @@ def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
             timeout=300,
             check=False,
             cwd=tmp_path,
+            env=environment,
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
         return json.loads(completed.stdout)

@@ -1,0 +1,228 @@
+"""The installed command and the cluster path, independent of the caller's PATH and directory.
+
+Spark starts its Python workers as a separate interpreter. Before ``build_spark_session`` chose it,
+that was ``python3`` from PATH: outside an activated virtualenv another Python, without this
+package or boto3, so a batch delete failed with ``No module named 'vacuum'``. On a cluster the
+executors' Python does not have the package installed at all; the session ships it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from inventory.paths import StorageLocation
+from inventory.report_writer import snapshot_bucket
+from inventory.session import PACKAGE_ZIP, package_zip, ship_package, worker_python
+from tests.helpers import cli_json, keys_of, put
+
+BARE_PATH = "/usr/bin:/bin"  # what cron, CI runners and `env -i` give: no virtualenv, no pyenv
+
+
+def java_home() -> str | None:
+    """The JDK the tests run with, for a child whose PATH may not reach it."""
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    java = shutil.which("java")
+    return str(Path(java).resolve().parent.parent) if java else None
+
+
+def bare_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """A minimal environment, as a scheduler gives it: HOME (Ivy's jar cache), a bare PATH, the
+    S3 settings of the test server, and JAVA_HOME (the tests' JDK may not be on that PATH)."""
+    env = {"HOME": os.environ["HOME"], "PATH": BARE_PATH, "TMPDIR": str(tmp_path)}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
+    home = java_home()
+    if home:
+        env["JAVA_HOME"] = home
+    env.update(extra)
+    return env
+
+
+def errors_in(stderr: str) -> str:
+    """What a failed child's stderr says went wrong (a Spark job's last lines are its shutdown)."""
+    lines = [
+        line
+        for line in stderr.splitlines()
+        if ("Error" in line or "Exception" in line) and not line.lstrip().startswith("at ")
+    ]
+    return "\n".join(lines[:30]) or stderr[-3000:]
+
+
+def test_worker_python_is_the_users_choice_else_the_drivers():
+    assert worker_python(None, {}) == sys.executable
+    assert worker_python(None, {"PYSPARK_PYTHON": "/opt/py/bin/python"}) == "/opt/py/bin/python"
+    # Spark's precedence: the spark.pyspark.python setting over the PYSPARK_PYTHON variable
+    assert worker_python("/conf/python", {"PYSPARK_PYTHON": "/env/python"}) == "/conf/python"
+
+
+def test_local_session_runs_workers_with_the_driver_python_and_ships_nothing(spark):
+    configured = spark.sparkContext.getConf().get("spark.pyspark.python")
+    assert spark.sparkContext.pythonExec == worker_python(configured)  # sys.executable unless chosen
+    assert ship_package(spark.sparkContext) is None  # local[*]: tasks run beside the driver
+
+
+def test_package_zip_holds_the_packages_as_the_driver_imports_them(tmp_path):
+    archive = package_zip(tmp_path)
+    assert archive is not None and archive.name == PACKAGE_ZIP
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {"inventory/__init__.py", "inventory/session.py", "vacuum/execute.py", "jobs/cli.py"} <= names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def make_vacuumable_table(spark, s3, bucket_factory) -> dict[str, str]:
+    """A table on S3 with removed files and junk past its 2-second retention, inventory loaded."""
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uri = f"s3a://{source}/t"
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id BIGINT) USING delta "
+        "TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval 2 seconds')"
+    )
+    spark.range(5).write.format("delta").mode("append").save(uri)
+    spark.range(3).write.format("delta").mode("overwrite").save(uri)  # removes the first files
+    put(s3, source, "t/orphan-a.parquet", "t/orphan-b.parquet", "t/_SUCCESS")
+    planted = time.monotonic()
+    snapshot_bucket(s3, source, StorageLocation.parse(f"s3://{inventory_bucket}/r"), "c")
+    inventory = f"s3://{inventory_bucket}/inventory"
+    code, result = cli_json(
+        "ingest",
+        "--destination",
+        f"s3://{inventory_bucket}/r",
+        "--source-bucket",
+        source,
+        "--config-id",
+        "c",
+        "--inventory-table",
+        inventory,
+    )
+    assert code == 0, result
+    time.sleep(max(0.0, planted + 3 - time.monotonic()))  # past the retention
+    return {"bucket": source, "uri": uri, "inventory": inventory}
+
+
+@pytest.mark.slow
+def test_installed_command_batch_deletes_with_a_bare_path(spark, s3, bucket_factory, tmp_path):
+    """``.venv/bin/inventory-vacuum`` by its path, not activated, from another directory: the
+    batch delete runs ``vacuum.execute`` in Spark's Python workers."""
+    lake = make_vacuumable_table(spark, s3, bucket_factory)
+    registry = tmp_path / "tables.yaml"
+    registry.write_text(f"tables:\n  - {{name: t, path: '{lake['uri']}', owner: o}}\n")
+    before = keys_of(s3, lake["bucket"])
+    live = {
+        path.split(f"{lake['bucket']}/", 1)[1]
+        for path in spark.read.format("delta").load(lake["uri"]).inputFiles()
+    }
+    command = Path(sys.executable).parent / "inventory-vacuum"
+    # Spark's own configuration file, as a user would tune a small machine: Delta's default of 50
+    # tasks for every snapshot it loads dominates a 2-core run.
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text("spark.databricks.delta.snapshotPartitions 2\n")
+    completed = subprocess.run(
+        [
+            str(command),
+            "vacuum",
+            "--inventory-table",
+            lake["inventory"],
+            "--tables",
+            str(registry),
+            "--delete-with",
+            "batch",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+        env=bare_env(tmp_path, SPARK_CONF_DIR=str(tmp_path / "conf")),
+    )
+    assert completed.returncode == 0, errors_in(completed.stderr)
+    assert json.loads(completed.stdout)["tables"][0]["status"] == "ok"
+    after = keys_of(s3, lake["bucket"])
+    assert not {"t/orphan-a.parquet", "t/orphan-b.parquet"} & after
+    assert live | {"t/_SUCCESS"} <= after
+    assert len([k for k in before - after if k.endswith(".parquet")]) >= 3  # the orphans and removed files
+    assert spark.read.format("delta").load(lake["uri"]).count() == 3
+
+
+CLUSTER_JOB = """
+import json, sys
+from inventory.session import build_spark_session
+from vacuum.execute import delete_in_batches
+
+master, python, bucket, *keys = sys.argv[1:]
+spark = build_spark_session("cluster test", {"spark.master": master, "spark.pyspark.python": python})
+with open("application_id", "w") as out:
+    out.write(spark.sparkContext.applicationId)
+
+def where_vacuum_comes_from(_):
+    import vacuum
+    yield vacuum.__file__
+
+try:
+    found = spark.sparkContext.parallelize([0], 1).mapPartitions(where_vacuum_comes_from).collect()
+    delete_in_batches(spark.createDataFrame([(bucket, k) for k in keys], "bucket string, key string"))
+    print(json.dumps({"vacuum_in_executor": found[0]}))
+finally:
+    spark.stop()
+"""
+
+
+def remove_worker_directory(application_id_file: Path) -> None:
+    """Remove the application's directory that local-cluster's worker leaves in $SPARK_HOME/work
+    (inside the virtualenv; SPARK_WORKER_DIR does not apply to local-cluster's worker)."""
+    if application_id_file.exists():
+        work = Path(pyspark.__file__).parent / "work"
+        shutil.rmtree(work / application_id_file.read_text().strip(), ignore_errors=True)
+        with contextlib.suppress(OSError):
+            work.rmdir()  # unless another run's application is still there
+
+
+@pytest.mark.slow
+def test_cluster_executors_get_the_package_shipped(s3, bucket_factory, tmp_path):
+    """A real multi-process cluster (``local-cluster``: a master, a worker, an executor JVM) whose
+    executors' Python cannot import this package: it runs the venv's interpreter with ``-S``, so
+    neither the venv's editable install nor the driver's directory is on its path, only Spark's
+    own PYTHONPATH plus the installed libraries (boto3). The batch delete runs there anyway."""
+    worker = tmp_path / "executor-python"
+    site_packages = sysconfig.get_paths()["purelib"]
+    worker.write_text(
+        f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site_packages}" exec "{sys.executable}" -S "$@"\n'
+    )
+    worker.chmod(0o755)
+    probe = subprocess.run(
+        [str(worker), "-c", "import boto3, vacuum"], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert "No module named 'vacuum'" in probe.stderr  # the executors' Python lacks the package
+    bucket = bucket_factory("cluster")
+    keys = [f"junk/{i}" for i in range(5)]
+    put(s3, bucket, *keys, "keep/me")
+    job = tmp_path / "job.py"
+    job.write_text(CLUSTER_JOB)
+    try:
+        completed = subprocess.run(
+            [sys.executable, str(job), "local-cluster[1,1,1024]", str(worker), bucket, *keys],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=tmp_path,
+            env=bare_env(tmp_path),
+        )
+    finally:
+        remove_worker_directory(tmp_path / "application_id")
+    assert completed.returncode == 0, errors_in(completed.stderr)
+    found = json.loads(completed.stdout.strip().splitlines()[-1])["vacuum_in_executor"]
+    assert f"{PACKAGE_ZIP}/vacuum/__init__.py" in found  # imported from the shipped zip
+    assert keys_of(s3, bucket) == {"keep/me"}
