@@ -9,6 +9,8 @@ out every object the ledger shows deleted after the inventory was taken.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
@@ -18,6 +20,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from inventory.errors import spark_error_summary
 
 log = logging.getLogger("inventory_vacuum")
+_APPEND_LOCK = threading.Lock()
+_APPEND_ATTEMPTS = 5
 
 LEDGER_SCHEMA = StructType(
     [
@@ -67,13 +71,20 @@ def record_deletions(
         F.lit(deleted_with).alias("deleted_with"),
         F.current_timestamp().alias("deleted_at"),
     )
-    try:
-        rows.write.format("delta").mode("append").option("mergeSchema", "true").save(location)
-    except Exception as error:
-        message = f"could not append to the deletion ledger {location}: {spark_error_summary(error)}"
-        log.warning(message)
-        return message
-    return None
+    last_error = ""
+    for attempt in range(_APPEND_ATTEMPTS):
+        try:
+            with _APPEND_LOCK:  # tables of one run append one at a time; other runs: retried
+                rows.write.format("delta").mode("append").save(location)
+            return None
+        except Exception as error:
+            last_error = spark_error_summary(error)
+            if not any(word in last_error for word in ("Concurrent", "CONCURRENT", "PROTOCOL_CHANGED")):
+                break
+            time.sleep(0.5 * 2**attempt)
+    message = f"could not append to the deletion ledger {location}: {last_error}"
+    log.warning(message)
+    return message
 
 
 def ensure_ledger(spark: SparkSession, location: str) -> None:
