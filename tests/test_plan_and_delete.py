@@ -253,3 +253,18 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
     )
     flagged = live_candidates(candidate_details(candidates, None, state), live)
     assert sorted(flagged) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])
+
+
+def test_nested_tables_are_found_by_their_log_directory(spark):
+    from vacuum.plan import inventory_figures
+
+    keys = [
+        "t/_delta_log/00000000000000000000.json",  # the table's own log
+        "t/x/_delta_log",  # a file called _delta_log: not a table
+        "t/y/_delta_log/00000000000000000000.json",
+        "t/y/z/_delta_log/00000000000000000000.json",  # nested in the nested: the outer one counts
+        "t/p=1/inner/_delta_log/00000000000000000003.checkpoint.parquet",
+        "t/p=1/part-0.parquet",
+    ]
+    figures = inventory_figures(inventory_of(spark, "lake", keys), StorageLocation.parse("s3://lake/t"))
+    assert sorted(figures.nested_roots) == ["p=1/inner", "y"]

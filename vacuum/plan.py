@@ -76,7 +76,11 @@ def nested_table_root() -> Column:
     """For a row of :func:`table_objects`: the relative directory of the nested Delta table that
     holds it (the directory above a ``_delta_log`` component below the table root), else null."""
     position = F.array_position(F.col("components"), "_delta_log")
-    return F.when(position > 1, F.array_join(F.slice(F.col("components"), 1, position - 1), "/"))
+    # a directory named _delta_log, not a file of that name
+    is_directory = position < F.size(F.col("components"))
+    return F.when(
+        (position > 1) & is_directory, F.array_join(F.slice(F.col("components"), 1, position - 1), "/")
+    )
 
 
 def under_any(relative_path: Column, prefixes: Sequence[str]) -> Column:
