@@ -32,6 +32,7 @@ from vacuum.results import (
     KEPT_NESTED_TABLE,
     KEPT_NOT_SENDABLE,
     KEPT_PROTECTED_PATH,
+    KEPT_SHADOWS_DIRECTORY,
     KEPT_UNPARSABLE_KEY,
 )
 from vacuum.snapshot import TableState, decoded_relative_path
@@ -121,8 +122,24 @@ def classify_objects(
         F.col("components"),
         lambda c: is_hidden_component(c, state.partition_columns, state.iceberg_enabled),
     )
-    frame = objects.where(~hidden).withColumn(
-        "nested_root", first_matching_root(F.col("relative_path"), nested_roots)
+    # Delta never names a file whose path is also a directory it keeps: leave such objects out
+    directories = (
+        objects.where(F.size("components") > 1)
+        .select(
+            F.explode(
+                F.transform(
+                    F.sequence(F.lit(1), F.size("components") - 1),
+                    lambda i: F.array_join(F.slice(F.col("components"), 1, i), "/"),
+                )
+            ).alias("relative_path")
+        )
+        .distinct()
+        .withColumn("shadows_directory", F.lit(True))
+    )
+    frame = (
+        objects.where(~hidden)
+        .withColumn("nested_root", first_matching_root(F.col("relative_path"), nested_roots))
+        .join(directories, "relative_path", "left")
     )
     if deleted_earlier is not None:
         gone = deleted_earlier.select("bucket", "key", F.lit(True).alias("deleted_earlier"))
@@ -137,6 +154,7 @@ def classify_objects(
     )
     if check_sendable:
         reason = reason.when(~sendable_key(F.col("key")), F.lit(KEPT_NOT_SENDABLE))
+    reason = reason.when(F.col("shadows_directory").isNotNull(), F.lit(KEPT_SHADOWS_DIRECTORY))
     return frame.withColumn("kept_reason", reason)
 
 

@@ -19,6 +19,7 @@ KEPT_UNPARSABLE_KEY = "unparsable_key"  # a key Hadoop's Path cannot parse (e.g.
 KEPT_NOT_SENDABLE = "not_sendable"  # a key that cannot be sent safely in a DeleteObjects XML body
 KEPT_DELETED_EARLIER = "deleted_earlier"  # the ledger shows it deleted after the inventory was taken
 KEPT_DIRECTORY = "directory"  # Delta named a directory; directories are never candidates on S3
+KEPT_SHADOWS_DIRECTORY = "shadows_directory"  # an object whose key is also a directory of other objects
 
 
 @dataclass
