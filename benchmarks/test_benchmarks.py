@@ -1,0 +1,194 @@
+"""Fast checks of the benchmark's own parts (no Spark, no timing): prices, the latency model, the
+indexed listing against moto's, putting a table back, and the Markdown.
+
+Run with ``.venv/bin/python -m pytest benchmarks/test_benchmarks.py``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from benchmarks.costs import LatencyModel, price_per_1000, request_cost
+from benchmarks.report import markdown
+from benchmarks.s3_server import (
+    BenchmarkS3Server,
+    check_indexed_listing,
+    install_indexed_listing,
+    object_names,
+    put_objects,
+)
+from benchmarks.synthetic_table import GARBAGE, LIVE, PLACEHOLDER, Shares, SyntheticTable, plan_files
+
+
+def test_prices_follow_the_published_tiers() -> None:
+    assert price_per_1000("ListObjectsV2") == 0.005
+    assert price_per_1000("DeleteObjects") == 0.005  # a POST
+    assert price_per_1000("HeadObject") == 0.0004
+    assert price_per_1000("GetBucketVersioning") == 0.0004
+    assert price_per_1000("DeleteObject") == 0.0
+    assert request_cost({"ListObjectsV2": 2000, "GetObject": 1000, "DeleteObject": 5}) == pytest.approx(
+        0.0104
+    )
+
+
+def test_latency_model_counts_round_trips_per_concurrency() -> None:
+    model = LatencyModel(latency_seconds=0.02, slots=2)
+    # 3 data LISTs from Spark tasks on 2 slots: 2 rounds; the flat listing: 3 rounds
+    assert model.network_seconds("spark", "list", {("data", "ListObjectsV2"): 3}) == pytest.approx(0.04)
+    assert model.network_seconds("spark", "flat", {("data", "ListObjectsV2"): 3}) == pytest.approx(0.06)
+    # delta-rs: 21 DeleteObjects at 20 in flight: 2 rounds; its log reads one at a time
+    assert model.network_seconds("delta-rs", "full", {("data", "DeleteObjects"): 21}) == pytest.approx(0.04)
+    assert model.network_seconds("delta-rs", "full", {("log", "GetObject"): 5}) == pytest.approx(0.1)
+
+
+def test_shares_sum_to_the_table_size() -> None:
+    for files in (720, 1441, 100_000):
+        counts = Shares().counts(files)
+        assert sum(counts.values()) == files and counts[LIVE] > 0
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BenchmarkS3Server]:
+    import os
+
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    server = BenchmarkS3Server()
+    server.start()
+    server.use_in_environment()
+    undo = install_indexed_listing()
+    yield server
+    undo()
+    server.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def test_indexed_listing_answers_as_moto_does(server: BenchmarkS3Server) -> None:
+    s3 = boto3.client("s3", endpoint_url=server.endpoint)
+    s3.create_bucket(Bucket="bench-index-check")
+    rng = random.Random(3)
+    parts = ["a", "a-b", "a/b", "b", "dt=1", "dt=1-x", "_delta_log", "x.y", "é"]
+    keys = {
+        "t/" + "/".join(rng.choice(parts) for _ in range(rng.randint(1, 4))) + str(i % 5) for i in range(3000)
+    }
+    put_objects("bench-index-check", ((k, b"x") for k in keys))
+    check_indexed_listing("bench-index-check", ["", "t/", "t/a", "t/a/", "t/dt=1", "t/_delta_log/", "zz"], 50)
+    s3.delete_object(Bucket="bench-index-check", Key=sorted(keys)[10])
+    s3.put_object(Bucket="bench-index-check", Key="t/a/new", Body=b"y")
+    check_indexed_listing("bench-index-check", ["", "t/a/"], 50)
+    listed = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket="bench-index-check", PaginationConfig={"PageSize": 5000}
+        )
+        for o in page.get("Contents", [])
+    ]
+    assert listed == sorted(object_names("bench-index-check"))
+
+
+def test_list_pages_are_capped_and_counted_by_area(server: BenchmarkS3Server) -> None:
+    s3 = boto3.client("s3", endpoint_url=server.endpoint)
+    s3.create_bucket(Bucket="bench-area-check")
+    server.watch_table("bench-area-check", "w/t")
+    put_objects("bench-area-check", ((f"w/t/k{i:04d}", b"x") for i in range(1500)))
+    server.reset_counts()
+    page = s3.list_objects_v2(Bucket="bench-area-check", Prefix="w/t/", MaxKeys=5000)
+    s3.list_objects_v2(Bucket="bench-area-check", Prefix="w/t/_delta_log/")
+    s3.list_objects_v2(Bucket="bench-area-check", Prefix="w/t/dt=1/_delta_log/", MaxKeys=1)
+    assert page["KeyCount"] == 1000 and page["IsTruncated"]
+    assert server.area_counts() == Counter(
+        {
+            ("bench-area-check", "data", "ListObjectsV2"): 1,
+            ("bench-area-check", "log", "ListObjectsV2"): 1,
+            ("bench-area-check", "probe", "ListObjectsV2"): 1,
+        }
+    )
+
+
+def test_restore_puts_the_table_back(server: BenchmarkS3Server) -> None:
+    from datetime import UTC, datetime
+
+    s3 = boto3.client("s3", endpoint_url=server.endpoint)
+    s3.create_bucket(Bucket="bench-restore-check")
+    table = SyntheticTable("bench-restore-check", "w/t", plan_files(1440, Shares(), datetime.now(UTC)))
+    put_objects(table.bucket, ((f"w/t/{f.path}", PLACEHOLDER) for f in table.files))
+    put_objects(table.bucket, [("w/t/_delta_log/00000000000000000000.json", b"{}\n")])
+    table.remember()
+    before = object_names(table.bucket, "w/t/")
+    garbage = sorted(table.paths(*GARBAGE))
+    s3.delete_objects(Bucket=table.bucket, Delete={"Objects": [{"Key": f"w/t/{p}"} for p in garbage[:300]]})
+    s3.put_object(Bucket=table.bucket, Key="w/t/_delta_log/00000000000000000001.json", Body=b"{}\n")
+    s3.put_object(Bucket=table.bucket, Key="w/t/_delta_log/00000000000000000000.json", Body=b"changed\n")
+    assert table.restore() == {"deleted": 1, "rewritten": 301}
+    assert object_names(table.bucket, "w/t/") == before
+
+
+def _document() -> dict[str, Any]:
+    def phase(seconds: float, requests: int, cost: float) -> dict[str, Any]:
+        return {
+            "seconds": seconds,
+            "modeled_seconds": seconds * 2,
+            "table_requests": requests,
+            "table_requests_by_operation": {"ListObjectsV2": requests},
+            "data_list_requests": requests,
+            "other_bucket_requests": 0,
+            "cost_usd": cost,
+        }
+
+    def run(mode: str, seconds: float, requests: int) -> dict[str, Any]:
+        return {
+            "mode": mode,
+            "label": mode,
+            "plan": phase(seconds / 2, requests, requests / 1000),
+            "run": phase(seconds, requests, requests / 1000),
+            "delete": {"seconds": seconds / 2},
+            "deleted_files": 300,
+        }
+
+    machine = {"cpus": 2, "load_average_1_5_15": [1.0, 1.0, 1.0], "platform": "x", "versions": {}}
+    return {
+        "command": "python -m benchmarks.vacuum_at_scale",
+        "started_at": "2026-11-22T00:00:00+00:00",
+        "seconds": 1.0,
+        "machine_before": machine,
+        "machine_after": machine,
+        "layout": {"partitions": 720},
+        "retention": "0",
+        "listing": "indexed",
+        "latency_injected_ms": 0.0,
+        "model": {"latency_ms": 20.0, "spark_task_slots": 2},
+        "prices": {"as_of": "2026-11-22"},
+        "sizes": [
+            {
+                "files": 1000,
+                "garbage_files": 300,
+                "categories": {"live": 700},
+                "build_seconds": 1.0,
+                "inventory": {
+                    "objects": 1,
+                    "snapshot_seconds": 1.0,
+                    "ingest_seconds": 1.0,
+                    "requests": 1,
+                    "cost_usd": 0.0,
+                },
+                "runs": [run("list", 40.0, 4000), run("inventory-batch", 20.0, 50), run("delta-rs", 1.0, 40)],
+            }
+        ],
+    }
+
+
+def test_markdown_shows_ratios_to_both_references() -> None:
+    text = markdown(_document())
+    row = next(line for line in text.splitlines() if line.startswith("| list | 20.0"))
+    assert row.rstrip(" |").split(" | ")[5:9] == ["2.00×", "40×", "2.00×", "40×"]
+    requests_row = next(line for line in text.splitlines() if line.startswith("| list | LIST 4,000"))
+    assert "80×" in requests_row and "100×" in requests_row
