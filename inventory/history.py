@@ -38,10 +38,12 @@ def append_run_rows(
         for record in records
     ]
     try:
-        # mergeSchema: a history table written by an older version gains the new columns
-        spark.createDataFrame(rows, schema).write.format("delta").mode("append").option(
-            "mergeSchema", "true"
-        ).save(location)
+        # a history table written by an older version gains the new columns; any other table
+        # at that location is never reshaped (the append then fails and warns)
+        writer = spark.createDataFrame(rows, schema).write.format("delta").mode("append")
+        if _is_history_table(spark, location):
+            writer = writer.option("mergeSchema", "true")
+        writer.save(location)
     except Exception as error:  # the run itself is done; a history failure must not hide its result
         log.warning(
             "could not append %d row(s) to the history table %s: %s",
@@ -49,6 +51,17 @@ def append_run_rows(
             location,
             spark_error_summary(error),
         )
+
+
+def _is_history_table(spark: SparkSession, location: str) -> bool:
+    """True when ``location`` holds a Delta table with this tool's ``run_id``/``run_at`` columns."""
+    jvm = spark._jvm
+    assert jvm is not None
+    log_path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    if not log_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()).exists(log_path):
+        return False
+    columns = set(spark.read.format("delta").load(location).columns)
+    return {"run_id", "run_at"} <= columns
 
 
 def _typed(value: Any, data_type: DataType) -> Any:

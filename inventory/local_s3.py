@@ -179,6 +179,7 @@ class LocalS3Server:
         if not denied:
             environ["wsgi.input"] = io.BytesIO(body)
             return app(environ, start_response)
+        ElementTree.register_namespace("", _S3_NS)  # else "ns0:Delete", which moto cannot read
         forwarded = ElementTree.tostring(root)
         environ["wsgi.input"] = io.BytesIO(forwarded)
         environ["CONTENT_LENGTH"] = str(len(forwarded))

@@ -120,7 +120,7 @@ class ConsoleOutput:
                 lines.append(f"ok       {t['name']}: {outcome} {details}")
                 for partition in t.get("partitions") or []:
                     lines.append(
-                        f"           {partition['partition']}: {partition['files']} files, {_size(partition['bytes'])}"
+                        f"           {partition['partition']}: {partition['files']} files, {_size_or_unknown(partition['bytes'])}"
                     )
             else:
                 lines.append(f"{t['status'].upper():8} {t['name']}: {t['reason']}")

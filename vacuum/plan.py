@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory.paths import StorageLocation
+from inventory.paths import LOCAL_BUCKET, StorageLocation
 from inventory.schema import VACUUM_INVENTORY_SCHEMA, is_current_version
 from vacuum.execute import sendable_key
 from vacuum.results import (
@@ -88,7 +88,9 @@ def under_any(relative_path: Column, prefixes: Sequence[str]) -> Column:
     """True when ``relative_path`` lies below one of ``prefixes`` (relative directories)."""
     condition = F.lit(False)
     for prefix in prefixes:
-        condition = condition | relative_path.startswith(prefix.rstrip("/") + "/")
+        directory = prefix.rstrip("/")
+        # the path itself too: a protected location may be a file (tables.yaml on S3)
+        condition = condition | (relative_path == directory) | relative_path.startswith(directory + "/")
     return condition
 
 
@@ -100,9 +102,12 @@ def first_matching_root(relative_path: Column, roots: Sequence[str]) -> Column:
     return result
 
 
-def unparsable_by_hadoop(relative_path: Column) -> Column:
+def unparsable_by_hadoop(relative_path: Column, *, local: bool = False) -> Column:
     """Keys Hadoop's ``new Path(relative)`` rejects: a colon in the first component reads as a
-    URI scheme ("Relative path in absolute URI"), which would fail Delta's whole VACUUM."""
+    URI scheme ("Relative path in absolute URI"), which would fail Delta's whole VACUUM. On a
+    local file system a colon anywhere does (the checksum file ``.name.crc`` is parsed too)."""
+    if local:
+        return relative_path.contains(":")
     return F.split(relative_path, "/").getItem(0).contains(":")
 
 
@@ -149,7 +154,10 @@ def classify_objects(
     reason = (
         F.when(under_any(F.col("relative_path"), protected_prefixes), F.lit(KEPT_PROTECTED_PATH))
         .when(F.col("nested_root").isNotNull(), F.lit(KEPT_NESTED_TABLE))
-        .when(unparsable_by_hadoop(F.col("relative_path")), F.lit(KEPT_UNPARSABLE_KEY))
+        .when(
+            unparsable_by_hadoop(F.col("relative_path"), local=state.bucket == LOCAL_BUCKET),
+            F.lit(KEPT_UNPARSABLE_KEY),
+        )
         .when(F.col("deleted_earlier").isNotNull(), F.lit(KEPT_DELETED_EARLIER))
     )
     if check_sendable:

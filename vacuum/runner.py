@@ -500,7 +500,7 @@ def _checked_listing_plan(
         )
         _report_protected(run)
         planned = planned.where(~under_any(F.col("relative_path"), protected_prefixes))
-    if (roots or run.kept.get(KEPT_PROTECTED_PATH)) and not run.dry_run and run.delete_with == "delta":
+    if (roots or protected_prefixes) and not run.dry_run and run.delete_with == "delta":
         raise VacuumRefused(
             f"Delta's {run.mode} VACUUM would delete files of a nested table or a protected path "
             f"({run.nested_tables[0]['path'] if run.nested_tables else 'see warnings'}), and its own "
