@@ -10,7 +10,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from inventory.paths import LOCAL_BUCKET
+from inventory.paths import LOCAL_BUCKET, StorageLocation
+from inventory.report_writer import snapshot_bucket
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.cli import run
 
@@ -78,3 +79,32 @@ def write_local_inventory(
     frame.write.format("delta").mode("overwrite").option(
         "replaceWhere", f"bucket = '{LOCAL_BUCKET}'"
     ).partitionBy("bucket").save(inventory_table)
+
+
+def take_inventory(
+    s3: Any, source: str, inventory_bucket: str, table: str, file_format: str = "parquet"
+) -> None:
+    """Deliver an AWS-format inventory of ``source`` (config ``daily``) and ingest it into ``table``."""
+    destination = f"s3://{inventory_bucket}/reports"
+    snapshot_bucket(s3, source, StorageLocation.parse(destination), "daily", file_format=file_format)
+    code, result = cli_json(
+        "ingest",
+        "--destination",
+        destination,
+        "--source-bucket",
+        source,
+        "--config-id",
+        "daily",
+        "--inventory-table",
+        table,
+    )
+    assert code == 0, result
+
+
+def rows_at(spark: SparkSession, uri: str, version: int | None = None) -> int:
+    """The rows of a version, read from its files: ``count()`` alone may answer from the log's
+    statistics without opening a file, so it cannot show that a vacuum kept them."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return len(reader.load(uri).collect())

@@ -38,9 +38,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from inventory.paths import StorageLocation
-from inventory.report_writer import snapshot_bucket
 from tests import writers
-from tests.helpers import cli_json, write_local_inventory
+from tests.helpers import cli_json, rows_at, take_inventory, write_local_inventory
 from tests.writers import LocalStore, LogView, S3Store, Store
 
 pytestmark = pytest.mark.slow
@@ -278,22 +277,6 @@ def _registry(path: Path, tables: dict[str, Table]) -> str:
     return str(path)
 
 
-def _take_s3_inventory(s3: Any, source: str, inventory_bucket: str, inventory: str) -> None:
-    snapshot_bucket(s3, source, StorageLocation.parse(f"s3://{inventory_bucket}/reports"), "daily")
-    code, result = cli_json(
-        "ingest",
-        "--destination",
-        f"s3://{inventory_bucket}/reports",
-        "--source-bucket",
-        source,
-        "--config-id",
-        "daily",
-        "--inventory-table",
-        inventory,
-    )
-    assert code == 0, result
-
-
 # --- running the command line ----------------------------------------------------------------
 
 
@@ -378,7 +361,7 @@ def matrix(spark, s3, s3_endpoint, tmp_path_factory) -> Matrix:  # type: ignore[
 
     inventory = f"file://{workdir}/inventory"
     write_local_inventory(spark, lake, inventory)
-    _take_s3_inventory(s3, source, inventory_bucket, inventory)
+    take_inventory(s3, source, inventory_bucket, inventory)
     for table in built.values():
         assert table.log is not None
         table.before = table.store.listing()
@@ -509,7 +492,7 @@ def test_vacuum_deletes_exactly_the_garbage_and_every_needed_version_reads(
             continue  # the empty table of a CREATE
         rows = log.rows_by_version[version]
         assert rows is not None, f"{case.id} version {version}: an add action without numRecords"
-        read = spark.read.format("delta").option("versionAsOf", version).load(table.spark_uri).count()
+        read = rows_at(spark, table.spark_uri, version)
         assert read == rows, f"{case.id} version {version}: Spark reads {read} rows, the log says {rows}"
         if case.writer == "delta-rs":
             from deltalake import DeltaTable

@@ -53,9 +53,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
-from inventory.paths import StorageLocation
-from inventory.report_writer import snapshot_bucket
-from tests.helpers import cli_json
+from tests.helpers import cli_json, rows_at, take_inventory
 from tests.test_vacuum_s3 import referenced_keys, registry_file
 
 pytestmark = pytest.mark.slow
@@ -227,7 +225,7 @@ def version_numbers(spark: Any, uri: str) -> list[int]:
 
 
 def version_counts(spark: Any, uri: str, versions: list[int]) -> dict[int, int]:
-    return {v: spark.read.format("delta").option("versionAsOf", v).load(uri).count() for v in versions}
+    return {v: rows_at(spark, uri, v) for v in versions}
 
 
 def files_of_versions(spark: Any, uri: str) -> tuple[list[int], set[str]]:
@@ -387,26 +385,8 @@ def test_vacuum_never_deletes_what_it_must_keep_and_accounts_for_the_rest(
     if lake.retention == "long":
         backdate(source, keep_fresh=f"{TABLE}/_delta_log/")
 
-    snapshot_bucket(
-        s3,
-        source,
-        StorageLocation.parse(f"s3://{inventory_bucket}/reports"),
-        "daily",
-        file_format=lake.file_format,
-    )
     inventory = f"s3://{inventory_bucket}/tables/inventory"
-    code, ingested = cli_json(
-        "ingest",
-        "--destination",
-        f"s3://{inventory_bucket}/reports",
-        "--source-bucket",
-        source,
-        "--config-id",
-        "daily",
-        "--inventory-table",
-        inventory,
-    )
-    assert code == 0, ingested
+    take_inventory(s3, source, inventory_bucket, inventory, file_format=lake.file_format)
 
     tick("inventory")
     before = listing(s3, source)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import cli, cli_json, keys_of, put, write_local_inventory
-from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file, take_inventory
+from tests.helpers import cli, cli_json, keys_of, put, rows_at, take_inventory, write_local_inventory
+from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file
 
 
 def _vacuum(inventory: str, registry: str, *extra: str) -> tuple[int, dict]:
@@ -45,7 +45,7 @@ def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidat
     lake = nested_lake
     inner_keys = {k for k in keys_of(s3, lake["bucket"], "wh/outer/inner_tbl/")}
     own_keys = {k for k in keys_of(s3, lake["bucket"], "wh/outer/ops/")}
-    inner_rows = spark.read.format("delta").load(lake["inner"]).count()
+    inner_rows = rows_at(spark, lake["inner"])
     assert any(k.endswith(".parquet") for k in own_keys)
 
     code, result = _vacuum(
@@ -56,7 +56,7 @@ def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidat
     after = keys_of(s3, lake["bucket"])
     assert inner_keys <= after and own_keys <= after  # nothing of the nested or the own tables
     assert "wh/outer/junk.parquet" not in after  # the outer table's garbage is gone
-    assert spark.read.format("delta").load(lake["inner"]).count() == inner_rows
+    assert rows_at(spark, lake["inner"]) == inner_rows
     inner_data = [k for k in inner_keys if "/_delta_log/" not in k]
     [nested] = run["nested_tables"]
     assert nested["path"].endswith("/wh/outer/inner_tbl") and nested["objects_kept"] == len(inner_data)

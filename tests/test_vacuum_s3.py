@@ -12,8 +12,7 @@ import pytest
 
 from inventory.paths import StorageLocation
 from inventory.registry import parse_registry
-from inventory.report_writer import snapshot_bucket
-from tests.helpers import cli, cli_json, keys_of, put
+from tests.helpers import cli, cli_json, keys_of, put, rows_at, take_inventory
 from tests.tables import referenced_files
 
 HIDDEN_AND_NEIGHBOURS = [
@@ -48,22 +47,6 @@ def registry_file(tmp_path: Path, entries: dict[str, str]) -> str:
     )
     parse_registry(path.read_text())
     return str(path)
-
-
-def take_inventory(s3, source: str, inventory_bucket: str, table: str) -> None:
-    snapshot_bucket(s3, source, StorageLocation.parse(f"s3://{inventory_bucket}/reports"), "daily")
-    code, result = cli_json(
-        "ingest",
-        "--destination",
-        f"s3://{inventory_bucket}/reports",
-        "--source-bucket",
-        source,
-        "--config-id",
-        "daily",
-        "--inventory-table",
-        table,
-    )
-    assert code == 0, result
 
 
 def referenced_keys(spark, uri: str) -> set[str]:
@@ -101,7 +84,7 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
         and "/." not in "/" + k[len("events/") :]
     } - live
     assert set(JUNK) <= expected and len(expected) > len(JUNK)  # removed data files too
-    rows_before = spark.read.format("delta").load(lake["uri"]).count()
+    rows_before = rows_at(spark, lake["uri"])
 
     code, dry = cli_json("vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--dry-run")
     assert code == 0, dry["tables"][0]["reason"]
@@ -116,7 +99,7 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
     assert set(HIDDEN_AND_NEIGHBOURS) <= after
     assert result["tables"][0]["delete_with"] == "batch"  # the default on S3: it counts per key
     assert result["tables"][0]["deleted_files"] == result["tables"][0]["planned_files"] == len(expected)
-    assert spark.read.format("delta").load(lake["uri"]).count() == rows_before
+    assert rows_at(spark, lake["uri"]) == rows_before
 
 
 def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_factory, tmp_path):
@@ -173,11 +156,7 @@ def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_facto
         before - keys_of(s3, source, "one/") - {k for k in before if not k.startswith("one/")} == expected_one
     )
     assert keys_of(s3, source, "one/day=2024-01-02/_SUCCESS")
-    assert (
-        spark.read.format("delta").load(first).count()
-        == spark.read.format("delta").load(second).count()
-        == 10
-    )
+    assert rows_at(spark, first) == rows_at(spark, second) == 10
 
 
 def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lake):
@@ -198,14 +177,14 @@ def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lak
         _summarise(planned, run)
         # between planning and deleting, RESTORE makes the overwritten files live again
         spark.sql(f"RESTORE TABLE delta.`{lake['uri']}` TO VERSION AS OF 1")
-        restored_count = spark.read.format("delta").load(lake["uri"]).count()
+        restored_count = rows_at(spark, lake["uri"])
         context = _RunContext("test", None, ())
         _delete_batch(spark, planned, sql, RegisteredTableStub("events"), context, None, run)
     remaining = keys_of(s3, lake["bucket"])
     assert set(JUNK).isdisjoint(remaining)  # still garbage: deleted
     assert run.deleted_files == len(JUNK) < len(planned_paths) == run.planned_files
     assert run.warnings and "live again" in run.warnings[0]
-    assert spark.read.format("delta").load(lake["uri"]).count() == restored_count  # nothing live was lost
+    assert rows_at(spark, lake["uri"]) == restored_count  # nothing live was lost
 
 
 class RegisteredTableStub:
@@ -379,7 +358,7 @@ def test_writer_committing_during_the_vacuum_loses_nothing(spark, s3, lake):
     thread.join()
     assert code == 0, result["tables"][0]["reason"]
     assert appended
-    assert spark.read.format("delta").load(lake["uri"]).count() == 10 + len(appended)
+    assert rows_at(spark, lake["uri"]) == 10 + len(appended)
     missing = referenced_keys(spark, lake["uri"]) - keys_of(s3, lake["bucket"])
     assert not missing
 
