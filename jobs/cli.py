@@ -112,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="batch: S3 DeleteObjects, counted per key (auto's choice on S3 in inventory mode); "
         "delta: Delta's own VACUUM, then a check of what is gone",
     )
+    vacuum.add_argument(
+        "--verify-existence",
+        action="store_true",
+        help="batch: check which candidates still exist before deleting (a HEAD per file or a LIST per "
+        "directory, whichever is fewer), so objects deleted by someone else since the inventory was "
+        "taken are reported as already gone, not as deleted",
+    )
     vacuum.add_argument("--max-inventory-age-hours", type=_hours, default=72.0)
     vacuum.add_argument("--min-coverage", type=_share, default=0.99, help=argparse.SUPPRESS)
     vacuum.add_argument("--allow-versioned", action="store_true")
@@ -270,6 +277,7 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
         allow_versioned=args.allow_versioned,
         parallel=args.parallel,
         collect_candidates=bool(args.candidates),
+        verify_existence=args.verify_existence,
         history_table=history_table,
         ledger_table=ledger_table,
         protected_locations=tuple(p for p in protected if not p.startswith("/")),

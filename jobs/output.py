@@ -112,6 +112,8 @@ class ConsoleOutput:
                     f"deleted {t['deleted_files']} of {t['planned_files']} planned files, "
                     + _size_or_unknown(t["deleted_bytes"])
                 )
+                if t.get("already_gone_files"):
+                    outcome += f"; {t['already_gone_files']} already gone"
             details = (
                 f"(mode {t['mode']}, delete with {t['delete_with']}, retention {_hours(t['retention_hours_effective'])}, "
                 f"{t['delete_requests']} delete requests, {t['seconds']:.1f}s)"

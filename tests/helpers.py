@@ -85,12 +85,29 @@ def take_inventory(
     s3: Any, source: str, inventory_bucket: str, table: str, file_format: str = "parquet"
 ) -> None:
     """Deliver an AWS-format inventory of ``source`` (config ``daily``) and ingest it into ``table``."""
-    destination = f"s3://{inventory_bucket}/reports"
-    snapshot_bucket(s3, source, StorageLocation.parse(destination), "daily", file_format=file_format)
+    deliver_inventory(s3, source, inventory_bucket, file_format=file_format)
+    ingest_inventory(source, inventory_bucket, table)
+
+
+def deliver_inventory(
+    s3: Any,
+    source: str,
+    inventory_bucket: str,
+    *,
+    file_format: str = "parquet",
+    taken_at: datetime | None = None,
+) -> None:
+    """Write an AWS-format delivery of ``source`` (config ``daily``) as S3 Inventory would."""
+    destination = StorageLocation.parse(f"s3://{inventory_bucket}/reports")
+    snapshot_bucket(s3, source, destination, "daily", file_format=file_format, taken_at=taken_at)
+
+
+def ingest_inventory(source: str, inventory_bucket: str, table: str) -> None:
+    """Ingest the newest delivery of ``source`` (config ``daily``) into the inventory ``table``."""
     code, result = cli_json(
         "ingest",
         "--destination",
-        destination,
+        f"s3://{inventory_bucket}/reports",
         "--source-bucket",
         source,
         "--config-id",

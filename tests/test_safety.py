@@ -9,13 +9,26 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import cli, cli_json, keys_of, put, rows_at, take_inventory, write_local_inventory
+from inventory.errors import VacuumRefused
+from tests.helpers import (
+    cli,
+    cli_json,
+    deliver_inventory,
+    ingest_inventory,
+    keys_of,
+    put,
+    rows_at,
+    take_inventory,
+    write_local_inventory,
+)
 from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file
+from vacuum import gates
 
 
 def _vacuum(inventory: str, registry: str, *extra: str) -> tuple[int, dict]:
@@ -79,7 +92,7 @@ def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake):
     # Delta's own VACUUM in list mode would delete the nested table's files: refused, not done
     code, real = _vacuum(lake["inventory"], lake["registry"], "--mode", "list")
     assert code == 1 and real["tables"][0]["status"] == "refused"
-    assert "nested table" in real["tables"][0]["reason"]
+    assert "nested table" in real["tables"][0]["reason"] and "--mode flat" in real["tables"][0]["reason"]
     assert before <= keys_of(s3, lake["bucket"])  # nothing deleted (the run's history was added)
 
 
@@ -171,6 +184,11 @@ def test_batch_delete_under_access_denied_counts_ledgers_and_reports(spark, s3, 
 
 def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spark, s3, lake_with_junk):
     lake = lake_with_junk
+    # a later delivery whose scan met the junk before the first run deleted it (its timestamp is
+    # when the scan began, and AWS calls the list eventually consistent)
+    deliver_inventory(
+        s3, lake["bucket"], lake["inventory_bucket"], taken_at=datetime.now(UTC) + timedelta(minutes=10)
+    )
     code, first = _vacuum(lake["inventory"], lake["registry"])
     assert code == 0, first["tables"][0]["reason"]
     assert first["tables"][0]["deleted_files"] == len(lake["expected"])
@@ -182,6 +200,28 @@ def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spar
     ledger = spark.read.format("delta").load(lake["ledger"])
     assert ledger.count() == len(lake["expected"])  # one row per deleted object, once
     assert {r["key"] for r in ledger.collect()} == lake["expected"]
+
+    # the later delivery still lists the deleted junk: the ledger leaves it out all the same
+    ingest_inventory(lake["bucket"], lake["inventory_bucket"], lake["inventory"])
+    code, third = _vacuum(lake["inventory"], lake["registry"], "--dry-run")
+    assert code == 0, third["tables"][0]["reason"]
+    [run] = third["tables"]
+    assert run["inventory_taken_at"] > first["tables"][0]["inventory_taken_at"]
+    assert (run["planned_files"], run["kept"]["deleted_earlier"]) == (0, len(lake["expected"]))
+
+
+def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gone(spark, s3, lake_with_junk):
+    lake = lake_with_junk
+    gone = sorted(lake["expected"])[0]
+    s3.delete_object(Bucket=lake["bucket"], Key=gone)  # after the inventory was taken
+    code, result = _vacuum(lake["inventory"], lake["registry"], "--verify-existence")
+    assert code == 0, result["tables"][0]["reason"]
+    [run] = result["tables"]
+    assert (run["planned_files"], run["already_gone_files"]) == (len(lake["expected"]), 1)
+    assert run["deleted_files"] == len(lake["expected"]) - 1
+    assert not lake["expected"] & keys_of(s3, lake["bucket"])
+    ledger = {r["key"] for r in spark.read.format("delta").load(lake["ledger"]).collect()}
+    assert ledger == lake["expected"] - {gone}  # only what this run deleted
 
 
 @pytest.fixture
@@ -207,6 +247,7 @@ def lake_with_junk(spark, s3, bucket_factory, tmp_path):
         "bucket": source,
         "uri": uri,
         "inventory": inventory,
+        "inventory_bucket": inventory_bucket,
         "ledger": f"s3://{inventory_bucket}/tables/vacuum_deletions",
         "registry": registry_file(tmp_path, {"events": f"s3://{source}/events"}),
         "expected": expected,
@@ -321,3 +362,10 @@ def test_tables_deleting_in_parallel_share_one_ledger(spark, s3, bucket_factory,
     by_table = {r["table"]: r["count"] for r in ledger.groupBy("table").count().collect()}
     assert by_table == {t["name"]: t["deleted_files"] for t in result["tables"]}
     assert all(count > 0 for count in by_table.values())
+
+
+def test_an_inventory_from_the_future_is_refused():
+    now = datetime.now(UTC)
+    assert gates.check_freshness(now + timedelta(minutes=10), now, 72, "b") < 0  # clock skew is fine
+    with pytest.raises(VacuumRefused, match=r"in the future"):
+        gates.check_freshness(now + timedelta(hours=3), now, 72, "b")

@@ -48,11 +48,21 @@ def check_inventory_present(objects_under_table: int, bucket: str, table_locatio
         )
 
 
+_CLOCK_SKEW_HOURS = 1.0  # how far in the future an inventory's timestamp may be
+
+
 def check_freshness(taken_at: datetime | None, now: datetime, max_age_hours: float, bucket: str) -> float:
     """Refuse an inventory older than ``max_age_hours``; return its age in hours."""
     if taken_at is None:
         raise VacuumRefused(f"the inventory table has no rows for bucket {bucket}")
     age_hours = (now - taken_at).total_seconds() / 3600
+    if age_hours < -_CLOCK_SKEW_HOURS:
+        # a scan that has not begun yet: the manifest or a clock is wrong, and every age-based
+        # check (coverage, the ledger) would be measured from the wrong moment
+        raise VacuumRefused(
+            f"inventory of bucket {bucket} says it was taken at {taken_at.isoformat()}, "
+            f"{-age_hours:.1f}h in the future: check the delivery's manifest and this machine's clock"
+        )
     if age_hours > max_age_hours:
         raise VacuumRefused(
             f"inventory of bucket {bucket} was taken {age_hours:.1f}h ago "

@@ -40,6 +40,7 @@ VACUUM_RUNS_SCHEMA = StructType(
         StructField("deleted_files", LongType()),
         StructField("deleted_bytes", LongType()),
         StructField("remaining_files", LongType()),
+        StructField("already_gone_files", LongType()),
         StructField("kept_objects", LongType()),
         StructField("delete_requests", LongType()),
         StructField("seconds", DoubleType()),

@@ -41,6 +41,7 @@ class TableRun:
     deleted_files: int | None = 0  # None: not measured
     deleted_bytes: int | None = 0
     remaining_files: int | None = 0  # planned, not a dry run, and still there afterwards
+    already_gone_files: int | None = None  # planned but gone before the delete (None: not checked)
     kept: dict[str, int] = field(default_factory=dict)
     nested_tables: list[dict[str, Any]] = field(default_factory=list)
     delete_requests: int = 0

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -76,6 +76,12 @@ INVENTORY_MODES = ("inventory", "flat")
 # milliseconds, every file would look decades old and in-flight files would become eligible.
 _MILLISECONDS_FLOOR = 100_000_000_000
 
+# The ledger's deletions since this long before the inventory was taken leave the plan. An
+# inventory lists objects as its scan of the bucket met them, and AWS calls the list eventually
+# consistent: an object deleted shortly before the scan began may still be listed. Leaving out
+# more of what the ledger shows deleted can only delete less.
+_LEDGER_MARGIN = timedelta(hours=48)
+
 
 @dataclass(frozen=True)
 class VacuumOptions:
@@ -97,6 +103,9 @@ class VacuumOptions:
     # registered table); the run adds its own inventory, history and ledger tables itself
     protected_locations: tuple[str, ...] = ()
     collect_candidates: bool = False  # keep each table's candidate list for --candidates
+    # batch deletes: check which candidates still exist first (a request per directory or file),
+    # so objects someone else deleted after the inventory was taken are not counted as deleted
+    verify_existence: bool = False
 
 
 @dataclass(frozen=True)
@@ -339,7 +348,12 @@ def _vacuum(
                 raise
             _measure_delta_deletes(spark, planned, slice_frame, table, context, options.ledger_table, run)
         else:
-            _delete_batch(spark, planned, plan_sql, table, context, options.ledger_table, run)
+            existing = (
+                directory_object_counts(slice_frame)
+                if options.verify_existence and slice_frame is not None
+                else None
+            )
+            _delete_batch(spark, planned, plan_sql, table, context, options.ledger_table, run, existing)
 
 
 def _inventory_slice(
@@ -380,7 +394,7 @@ def _inventory_slice(
             f"milliseconds (newest {figures.newest_modification_millis}): every file would look ancient"
         )
     deleted = (
-        deleted_since(spark, options.ledger_table, location.bucket, taken_at)
+        deleted_since(spark, options.ledger_table, location.bucket, taken_at - _LEDGER_MARGIN)
         if options.ledger_table
         else None
     )
@@ -405,7 +419,7 @@ def _inventory_slice(
             run.keep(row["kept_reason"], row["objects"])
         _report_nested(
             state,
-            {r["nested_root"]: int(r["objects"]) for r in kept if r["nested_root"]},
+            {r["nested_root"]: int(r["objects"]) for r in kept if r["kept_reason"] == KEPT_NESTED_TABLE},
             nested_roots,
             run,
         )
@@ -504,7 +518,8 @@ def _checked_listing_plan(
         raise VacuumRefused(
             f"Delta's {run.mode} VACUUM would delete files of a nested table or a protected path "
             f"({run.nested_tables[0]['path'] if run.nested_tables else 'see warnings'}), and its own "
-            "delete cannot be told to skip them: register the nested table, move it, or use --mode inventory"
+            "delete cannot be told to skip them: use --mode flat (a listing made now, deleted by this tool), "
+            "--mode inventory, or register or move the nested table"
         )
     return planned
 
@@ -558,11 +573,37 @@ def _delete_batch(
     context: _RunContext,
     ledger: str | None,
     run: TableRun,
+    directory_objects: DataFrame | None = None,
 ) -> None:
     """Re-plan against a fresh snapshot, keep only files both plans agree on, delete those, and
-    record every deleted object in the ledger, also when some deletes failed."""
+    record every deleted object in the ledger, also when some deletes failed.
+
+    With ``directory_objects`` (``--verify-existence``), the candidates that no longer exist are
+    counted as ``already_gone_files`` and not sent: S3 answers "Deleted" for a missing key.
+    """
     fresh = dry_run_candidates(spark, plan_sql).select("path")
     confirmed = planned.join(fresh, "path", "left_semi")
+    with ExitStack() as cleanup:
+        if directory_objects is not None:
+            confirmed = confirmed.persist()
+            cleanup.callback(confirmed.unpersist)
+            present = still_present(confirmed, directory_objects).persist()
+            cleanup.callback(present.unpersist)
+            run.already_gone_files = confirmed.count() - present.count()
+            confirmed = present
+        _send_deletes(spark, confirmed, table, context, ledger, run)
+
+
+def _send_deletes(
+    spark: SparkSession,
+    confirmed: DataFrame,
+    table: RegisteredTable,
+    context: _RunContext,
+    ledger: str | None,
+    run: TableRun,
+) -> None:
+    """DeleteObjects for ``confirmed``; count per key what S3 deleted, ledger it, and fail the
+    table with the first error when some keys could not be deleted."""
     outcomes = delete_in_batches(confirmed)
     try:
         keys = outcomes.where(F.col("key").isNotNull())
@@ -582,7 +623,7 @@ def _delete_batch(
         run.remaining_files = int(row["failed"])
         run.deleted_bytes = deleted.agg(F.coalesce(F.sum("length"), F.lit(0))).first()[0]  # type: ignore[index]
         run.keep(KEPT_NOT_SENDABLE, int(row["not_sendable"]))
-        dropped = run.planned_files - run.deleted_files - run.remaining_files
+        dropped = run.planned_files - run.deleted_files - run.remaining_files - (run.already_gone_files or 0)
         if dropped:
             run.warnings.append(f"{dropped} candidate(s) dropped: live again in the fresh snapshot")
         if ledger and run.deleted_files:
