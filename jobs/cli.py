@@ -245,6 +245,14 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
 
     if args.mode in ("list", "lite") and args.delete_with == "batch":
         raise UsageError("--delete-with batch needs --mode inventory or flat")
+    if args.mode == "list" and not args.dry_run and args.delete_with == "auto":
+        # Delta's real listing VACUUM plans again and deletes what it finds: what it deletes cannot
+        # be checked first (a nested table's file that ages past the retention in between would go)
+        raise UsageError(
+            "a real --mode list run deletes whatever Delta's listing VACUUM plans again, unchecked: "
+            "use --mode flat (the same fresh listing, deleted from the checked plan), "
+            "or add --delete-with delta to accept Delta's own re-plan"
+        )
     if args.candidates and not args.candidates.endswith((".parquet", ".csv")):
         raise UsageError(f"--candidates {args.candidates!r} must end in .parquet or .csv")
     StorageLocation.parse(args.inventory_table, what="--inventory-table")

@@ -78,7 +78,7 @@ def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidat
     assert any("nested Delta table" in w and "inner_tbl" in w for w in run["warnings"])
 
 
-def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake):
+def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake, capsys):
     lake = nested_lake
     before = keys_of(s3, lake["bucket"])
     for mode in ("list", "lite"):
@@ -89,8 +89,13 @@ def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake):
         assert code == 0, result["tables"][0]["reason"]
         planned = pq.read_table(out).column("path").to_pylist()
         assert not [p for p in planned if "/inner_tbl/" in p or "/ops/" in p], mode
+    # a real list run deletes what Delta plans again, unchecked: only when the user says so
+    code, _ = cli(
+        "vacuum", "--inventory-table", lake["inventory"], "--tables", lake["registry"], "--mode", "list"
+    )
+    assert code == 2 and "--mode flat" in capsys.readouterr().err
     # Delta's own VACUUM in list mode would delete the nested table's files: refused, not done
-    code, real = _vacuum(lake["inventory"], lake["registry"], "--mode", "list")
+    code, real = _vacuum(lake["inventory"], lake["registry"], "--mode", "list", "--delete-with", "delta")
     assert code == 1 and real["tables"][0]["status"] == "refused"
     assert "nested table" in real["tables"][0]["reason"] and "--mode flat" in real["tables"][0]["reason"]
     assert before <= keys_of(s3, lake["bucket"])  # nothing deleted (the run's history was added)
