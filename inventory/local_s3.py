@@ -8,19 +8,27 @@ front adds what moto lacks and the tests need:
 * **S3's own limit** of 1000 keys per DeleteObjects, which moto does not enforce;
 * **refusals on demand**: ``deny_deletes(bucket, prefix)`` answers every delete of a key under
   ``prefix`` with 403 AccessDenied (single DeleteObject, and per key inside DeleteObjects), the
-  way a bucket policy or Object Lock would.
+  way a bucket policy or Object Lock would;
+* **faults on demand** (:class:`Faults`): a share of 503 SlowDown and 500 InternalError answers,
+  dropped connections, added latency, and a request-rate limit past which S3 answers SlowDown,
+  for one bucket (and key prefix) or all, and for chosen operations or all.
 
 It listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import random
 import re
+import socket
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote
 from xml.etree import ElementTree
@@ -59,6 +67,39 @@ def operation_name(method: str, path: str, query: str) -> str:
     }.get(method, method)
 
 
+@dataclass(frozen=True)
+class Faults:
+    """What goes wrong, and for which requests.
+
+    A request matches when its bucket is ``bucket`` (any, if None), its key (object requests) or
+    its ``prefix`` parameter (listings) starts with ``prefix``, and its operation is one of
+    ``operations`` (any, if empty). DeleteObjects carries its keys in the body, so only its bucket
+    is matched. A matching request then waits ``latency_ms``; past ``max_per_second`` matching
+    requests in the last second it is answered 503 SlowDown, as S3 answers a prefix sending more
+    than its request rate allows; otherwise it is answered 503 SlowDown or 500 InternalError with
+    probability ``error_share`` (half each), or its connection is closed unanswered with
+    probability ``drop_share``. A dropped request is never executed.
+    """
+
+    error_share: float = 0.0
+    drop_share: float = 0.0
+    latency_ms: float = 0.0
+    max_per_second: float | None = None
+    bucket: str | None = None
+    prefix: str = ""
+    operations: frozenset[str] = frozenset()
+    seed: int | None = None
+
+    def matches(self, operation: str, bucket: str, key: str, listed_prefix: str | None) -> bool:
+        if self.bucket is not None and bucket != self.bucket:
+            return False
+        if self.operations and operation not in self.operations:
+            return False
+        if not self.prefix or operation == "DeleteObjects":
+            return True
+        return (listed_prefix if listed_prefix is not None else key).startswith(self.prefix)
+
+
 class LocalS3Server:
     """moto's S3 on a free port of 127.0.0.1, with request counts and injected refusals.
 
@@ -75,6 +116,10 @@ class LocalS3Server:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str]] = Counter()
         self._denied: list[tuple[str, str]] = []
+        self._faults: Faults | None = None
+        self._random = random.Random()
+        self._recent: deque[float] = deque()
+        self._injected: Counter[str] = Counter()
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -137,6 +182,52 @@ class LocalS3Server:
         with self._lock:
             return any(bucket == b and key.startswith(p) for b, p in self._denied)
 
+    # -- faults -----------------------------------------------------------------------------
+    def inject(self, faults: Faults) -> None:
+        """Start injecting ``faults`` (replacing any earlier ones); counts start from zero."""
+        with self._lock:
+            self._faults = faults
+            self._random = random.Random(faults.seed)
+            self._recent.clear()
+            self._injected.clear()
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults = None
+
+    def injected(self) -> Counter[str]:
+        """How many requests got each fault (``SlowDown``, ``InternalError``, ``dropped``,
+        ``throttled``) since :meth:`inject`."""
+        with self._lock:
+            return Counter(self._injected)
+
+    def _fault_for(self, operation: str, bucket: str, key: str, query: str) -> tuple[float, str | None]:
+        """(seconds to wait, the fault to answer with or None) for one request."""
+        with self._lock:
+            faults = self._faults
+            if faults is None:
+                return 0.0, None
+            listed = parse_qs(query).get("prefix", [None])[0] if not key else None
+            if not faults.matches(operation, bucket, key, listed):
+                return 0.0, None
+            fault = None
+            if faults.max_per_second is not None:
+                now = time.monotonic()
+                while self._recent and now - self._recent[0] > 1.0:
+                    self._recent.popleft()
+                if len(self._recent) >= faults.max_per_second:
+                    fault = "throttled"
+                else:
+                    self._recent.append(now)
+            draw = self._random.random()
+            if fault is None and draw < faults.error_share:
+                fault = "SlowDown" if draw < faults.error_share / 2 else "InternalError"
+            elif fault is None and draw < faults.error_share + faults.drop_share:
+                fault = "dropped"
+            if fault is not None:
+                self._injected[fault] += 1
+            return faults.latency_ms / 1000, fault
+
     # -- the WSGI layer ---------------------------------------------------------------------
     def _middleware(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
         def handle(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -145,6 +236,20 @@ class LocalS3Server:
             bucket, _, key = path.lstrip("/").partition("/")
             with self._lock:
                 self._counts[(operation, bucket)] += 1
+            delay, fault = self._fault_for(operation, bucket, key, environ.get("QUERY_STRING", ""))
+            if delay:
+                time.sleep(delay)
+            if fault in ("SlowDown", "throttled"):
+                return _error(start_response, "503 Slow Down", "SlowDown", "Please reduce your request rate.")
+            if fault == "InternalError":
+                return _error(
+                    start_response,
+                    "500 Internal Server Error",
+                    "InternalError",
+                    "We encountered an internal error.",
+                )
+            if fault == "dropped":
+                return _drop(environ, start_response)
             if operation == "DeleteObject" and self._is_denied(bucket, key):
                 return _error(start_response, "403 Forbidden", "AccessDenied", "Access Denied")
             if operation == "DeleteObjects":
@@ -200,6 +305,16 @@ class LocalS3Server:
             merged = f'<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="{_S3_NS}">{errors}</DeleteResult>'.encode()
         start_response("200 OK", [("Content-Type", "application/xml"), ("Content-Length", str(len(merged)))])
         return [merged]
+
+
+def _drop(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    """Close the connection without an answer (the request is not executed)."""
+    start_response("200 OK", [("Content-Length", "1")])
+    connection = environ.get("werkzeug.socket")
+    if connection is not None:
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
+    return [b""]
 
 
 def _xml(text: str) -> str:

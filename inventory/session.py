@@ -63,6 +63,13 @@ def s3a_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         "fs.s3.impl": S3A_FILESYSTEM,
         "fs.s3n.impl": S3A_FILESYSTEM,
         "fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+        # retries, stated rather than left to the Hadoop version's defaults: the AWS SDK's own
+        # attempts per request, then S3A's retries of failed and throttled (503) requests
+        "fs.s3a.attempts.maximum": "5",
+        "fs.s3a.retry.limit": "7",
+        "fs.s3a.retry.interval": "500ms",
+        "fs.s3a.retry.throttle.limit": "20",
+        "fs.s3a.retry.throttle.interval": "1000ms",
     }
     endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     if endpoint:
