@@ -268,3 +268,20 @@ def test_nested_tables_are_found_by_their_log_directory(spark):
     ]
     figures = inventory_figures(inventory_of(spark, "lake", keys), StorageLocation.parse("s3://lake/t"))
     assert sorted(figures.nested_roots) == ["p=1/inner", "y"]
+
+
+def test_snapshot_partitions_are_sized_to_the_table(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from vacuum.snapshot import snapshot_partitions
+
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"x": [1, 2, 3]}))
+    location = StorageLocation.parse(f"file://{root}")
+    assert snapshot_partitions(location, 8) == 8  # no checkpoint yet: the cluster's parallelism
+    assert snapshot_partitions(location, 400) == 50  # never more than Delta's default
+    DeltaTable(str(root)).create_checkpoint()
+    assert snapshot_partitions(location, 8) == 1  # a checkpoint of a few actions: one partition
+    (root / "_delta_log" / "_last_checkpoint").write_text('{"version": 0, "size": 2500000}')
+    assert snapshot_partitions(location, 8) == 25  # a partition per 100k actions

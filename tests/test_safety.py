@@ -215,18 +215,33 @@ def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spar
     assert (run["planned_files"], run["kept"]["deleted_earlier"]) == (0, len(lake["expected"]))
 
 
-def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gone(spark, s3, lake_with_junk):
+@pytest.mark.parametrize("delete_with", ["batch", "delta"])
+def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gone(
+    spark, s3, lake_with_junk, delete_with
+):
     lake = lake_with_junk
     gone = sorted(lake["expected"])[0]
     s3.delete_object(Bucket=lake["bucket"], Key=gone)  # after the inventory was taken
-    code, result = _vacuum(lake["inventory"], lake["registry"], "--verify-existence")
+    code, result = _vacuum(
+        lake["inventory"], lake["registry"], "--verify-existence", "--delete-with", delete_with
+    )
     assert code == 0, result["tables"][0]["reason"]
     [run] = result["tables"]
     assert (run["planned_files"], run["already_gone_files"]) == (len(lake["expected"]), 1)
-    assert run["deleted_files"] == len(lake["expected"]) - 1
+    assert (run["deleted_files"], run["remaining_files"]) == (len(lake["expected"]) - 1, 0)
     assert not lake["expected"] & keys_of(s3, lake["bucket"])
-    ledger = {r["key"] for r in spark.read.format("delta").load(lake["ledger"]).collect()}
-    assert ledger == lake["expected"] - {gone}  # only what this run deleted
+    ledger = spark.read.format("delta").load(lake["ledger"]).collect()
+    assert {r["key"] for r in ledger if r["deleted_with"] == delete_with} == lake["expected"] - {gone}
+    assert [(r["key"], r["length"]) for r in ledger if r["deleted_with"] == "already_gone"] == [(gone, None)]
+
+    # a second run on the same inventory claims neither the deleted objects nor the one found gone
+    code, second = _vacuum(
+        lake["inventory"], lake["registry"], "--verify-existence", "--delete-with", delete_with
+    )
+    [again] = second["tables"]
+    assert code == 0, again["reason"]
+    assert (again["planned_files"], again["deleted_files"]) == (0, 0)
+    assert again["kept"]["deleted_earlier"] == len(lake["expected"])
 
 
 @pytest.fixture

@@ -22,6 +22,9 @@ from inventory.errors import spark_error_summary
 log = logging.getLogger("inventory_vacuum")
 _APPEND_LOCK = threading.Lock()
 _APPEND_ATTEMPTS = 5
+# ``deleted_with`` of a planned object found already gone before the delete (--verify-existence):
+# not deleted by this tool, and its length is not counted, but later runs leave it out all the same
+ALREADY_GONE = "already_gone"
 
 LEDGER_SCHEMA = StructType(
     [
@@ -67,7 +70,7 @@ def record_deletions(
         "path",
         "bucket",
         "key",
-        F.col("length").cast("long").alias("length"),
+        (F.lit(None) if deleted_with == ALREADY_GONE else F.col("length")).cast("long").alias("length"),
         F.lit(deleted_with).alias("deleted_with"),
         F.current_timestamp().alias("deleted_at"),
     )

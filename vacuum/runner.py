@@ -37,7 +37,7 @@ from inventory.schema import INVENTORY_TABLE_SCHEMA
 from vacuum import gates
 from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs
-from vacuum.ledger import deleted_since, ensure_ledger, record_deletions
+from vacuum.ledger import ALREADY_GONE, deleted_since, ensure_ledger, record_deletions
 from vacuum.plan import (
     candidate_details,
     classify_objects,
@@ -61,7 +61,7 @@ from vacuum.results import (
     TableRun,
     VacuumResult,
 )
-from vacuum.snapshot import TableState, load_table_state
+from vacuum.snapshot import SNAPSHOT_PARTITIONS, TableState, load_table_state, snapshot_partitions
 from vacuum.verify import directory_object_counts, still_present
 
 log = logging.getLogger("inventory_vacuum")
@@ -196,8 +196,13 @@ def vacuum_tables(
                 f"cannot create the deletion ledger {options.ledger_table}: {spark_error_summary(error)}"
             ) from None
 
+    sized_by_user = spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None
+
     def run_one(table: RegisteredTable) -> TableRun:
         session = spark.newSession()
+        if not sized_by_user:
+            parallelism = spark.sparkContext.defaultParallelism
+            session.conf.set(SNAPSHOT_PARTITIONS, str(snapshot_partitions(table.location, parallelism)))
         activate(session)
         return vacuum_table(session, table, options, context)
 
@@ -327,7 +332,13 @@ def _vacuum(
         run.deleted_files = run.deleted_bytes = run.remaining_files = 0
         if options.dry_run or run.planned_files == 0:
             return
+        existing = None
+        if options.verify_existence:
+            existing = directory_object_counts(slice_frame) if slice_frame is not None else None
         if run.delete_with == "delta":
+            if options.verify_existence:
+                planned = _set_aside_gone(spark, planned, existing, table, context, options.ledger_table, run)
+                cleanup.callback(planned.unpersist)
             real_sql = vacuum_sql(
                 state, mode=options.mode, retention_hours=retain_argument, dry_run=False, inventory_view=view
             )
@@ -348,12 +359,17 @@ def _vacuum(
                 raise
             _measure_delta_deletes(spark, planned, slice_frame, table, context, options.ledger_table, run)
         else:
-            existing = (
-                directory_object_counts(slice_frame)
-                if options.verify_existence and slice_frame is not None
-                else None
+            _delete_batch(
+                spark,
+                planned,
+                plan_sql,
+                table,
+                context,
+                options.ledger_table,
+                run,
+                options.verify_existence,
+                existing,
             )
-            _delete_batch(spark, planned, plan_sql, table, context, options.ledger_table, run, existing)
 
 
 def _inventory_slice(
@@ -573,25 +589,55 @@ def _delete_batch(
     context: _RunContext,
     ledger: str | None,
     run: TableRun,
+    verify_existence: bool = False,
     directory_objects: DataFrame | None = None,
 ) -> None:
     """Re-plan against a fresh snapshot, keep only files both plans agree on, delete those, and
     record every deleted object in the ledger, also when some deletes failed.
 
-    With ``directory_objects`` (``--verify-existence``), the candidates that no longer exist are
-    counted as ``already_gone_files`` and not sent: S3 answers "Deleted" for a missing key.
+    With ``verify_existence``, the candidates that no longer exist are set aside first
+    (:func:`_set_aside_gone`): S3 answers "Deleted" for a missing key.
     """
     fresh = dry_run_candidates(spark, plan_sql).select("path")
     confirmed = planned.join(fresh, "path", "left_semi")
     with ExitStack() as cleanup:
-        if directory_objects is not None:
-            confirmed = confirmed.persist()
+        if verify_existence:
+            confirmed = _set_aside_gone(spark, confirmed, directory_objects, table, context, ledger, run)
             cleanup.callback(confirmed.unpersist)
-            present = still_present(confirmed, directory_objects).persist()
-            cleanup.callback(present.unpersist)
-            run.already_gone_files = confirmed.count() - present.count()
-            confirmed = present
         _send_deletes(spark, confirmed, table, context, ledger, run)
+
+
+def _set_aside_gone(
+    spark: SparkSession,
+    candidates: DataFrame,
+    directory_objects: DataFrame | None,
+    table: RegisteredTable,
+    context: _RunContext,
+    ledger: str | None,
+    run: TableRun,
+) -> DataFrame:
+    """The candidates that still exist (persisted: the caller unpersists). The others, deleted by
+    someone else since the inventory was taken, are counted as ``already_gone_files`` and written
+    to the ledger as ``already_gone`` (length unknown), so the next run on the same inventory
+    leaves them out instead of claiming them."""
+    candidates = candidates.persist()
+    try:
+        present = still_present(candidates, directory_objects).persist()
+        gone = candidates.join(present.select("bucket", "key"), ["bucket", "key"], "left_anti").persist()
+        try:
+            run.already_gone_files = gone.count()
+            if ledger and run.already_gone_files:
+                warning = record_deletions(
+                    spark, ledger, gone, run_id=context.run_id, table=table.name, deleted_with=ALREADY_GONE
+                )
+                if warning:
+                    run.warnings.append(warning)
+        finally:
+            gone.unpersist()
+        present.count()
+        return present
+    finally:
+        candidates.unpersist()
 
 
 def _send_deletes(
@@ -671,7 +717,7 @@ def _measure_delta_deletes(
         assert row is not None
         run.deleted_files = int(row["files"])
         run.deleted_bytes = row["bytes"] if slice_frame is not None else None
-        run.remaining_files = run.planned_files - run.deleted_files
+        run.remaining_files = run.planned_files - (run.already_gone_files or 0) - run.deleted_files
         if ledger and run.deleted_files:
             warning = record_deletions(
                 spark, ledger, deleted, run_id=context.run_id, table=table.name, deleted_with="delta"

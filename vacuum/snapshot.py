@@ -13,8 +13,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from inventory.errors import VacuumRefused
+from inventory.paths import StorageLocation
 
 _SEPARATOR = "\u0001"
+
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+_DELTA_DEFAULT_SNAPSHOT_PARTITIONS = 50
+_ACTIONS_PER_SNAPSHOT_PARTITION = 100_000
 
 
 @dataclass(frozen=True)
@@ -97,3 +102,29 @@ def decoded_relative_path(column: str = "path") -> F.Column:
     reads ``+`` as a space, so a literal ``+`` is protected first.
     """
     return F.url_decode(F.replace(F.col(column), F.lit("+"), F.lit("%2B")))
+
+
+def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> int:
+    """How many partitions Delta should rebuild this table's snapshot in: sized to the table.
+
+    Delta's default (50) suits a table of millions of files on a cluster; a small table pays
+    for 50 tasks on every snapshot. The table's ``_delta_log/_last_checkpoint`` says how many
+    actions its checkpoint holds (one small GET): a partition per 100k actions, at most Delta's
+    default. Without a checkpoint (a young table, a few commits) the cluster's parallelism, at most
+    Delta's default.
+    """
+    import json
+
+    key = f"{location.key}/_delta_log/_last_checkpoint"
+    try:
+        if location.is_s3:
+            from inventory.s3 import s3_client
+
+            text = s3_client().get_object(Bucket=location.bucket, Key=key)["Body"].read()
+        else:
+            with open("/" + key, "rb") as handle:
+                text = handle.read()
+        actions = int(json.loads(text)["size"])
+    except Exception:  # no checkpoint yet, or one without a size
+        return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, default_parallelism))
+    return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))

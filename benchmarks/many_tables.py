@@ -1,0 +1,330 @@
+"""Many tables: the nightly per-table vacuum over T small tables, at several --parallel settings.
+
+Builds T synthetic tables (``benchmarks/synthetic_table.py``: hourly partitions, a hand-written
+log with a checkpoint, tombstoned files and orphans) of F files each in one bucket of the local
+S3, delivers and ingests one inventory of the bucket, then runs the vacuum job over all T tables
+exactly as ``inventory-vacuum vacuum`` does (the CLI's own entry point, in this process, so the
+JVM start is paid once and reported apart), once per parallelism, as dry runs. Every run must
+plan the same candidates for every table, or the benchmark fails.
+
+Where the time goes is read from Spark's own event log: per table, how many Spark jobs ran and
+how long they took, and the stages that took the most time over all tables. A run at Delta's
+default ``spark.databricks.delta.snapshotPartitions`` (50) shows what sizing it to the table
+(``vacuum.snapshot.snapshot_partitions``) saves.
+
+    .venv/bin/python -m benchmarks.many_tables                       # 100 tables of 1,000 files
+    .venv/bin/python -m benchmarks.many_tables --tables 20 --parallel 1,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.synthetic_table import GARBAGE, Shares, TableBuilder
+from benchmarks.vacuum_at_scale import machine
+
+log = logging.getLogger("benchmarks.many_tables")
+
+BUCKET = "bench-many-lake"
+META = "bench-many-meta"
+RESULTS = Path(__file__).parent / "results"
+
+
+class Failure(Exception):
+    """The comparison is not fair (different plans across runs) or a run failed."""
+
+
+def build_tables(s3: Any, endpoint: str, tables: int, files: int) -> dict[str, set[str]]:
+    """T tables of F files; returns each table's expected garbage (relative paths)."""
+    storage = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+        "AWS_REGION": os.environ.get("AWS_REGION", "us-east-1"),
+        "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
+    }
+    garbage = {}
+    for index in range(tables):
+        name = f"t{index:03d}"
+        builder = TableBuilder(s3, BUCKET, f"warehouse/{name}", files, Shares(fresh=0.0), storage)
+        table = builder.build()
+        garbage[name] = table.paths(*GARBAGE)
+    return garbage
+
+
+def parse_event_log(directory: Path, since_ms: int, until_ms: int) -> dict[str, Any]:
+    """Per job group (a table): Spark jobs and their seconds; over all: the costliest stages.
+    Only jobs and stages submitted between ``since_ms`` and ``until_ms`` (epoch milliseconds)."""
+    jobs: dict[int, dict[str, Any]] = {}
+    stage_names: dict[int, str] = {}
+    stage_seconds: Counter[str] = Counter()
+    stage_tasks: Counter[str] = Counter()
+    for path in (p for p in directory.rglob("*") if p.is_file()):
+        with path.open(encoding="utf-8") as events:
+            for line in events:
+                event = json.loads(line)
+                kind = event.get("Event")
+                if kind == "SparkListenerJobStart" and since_ms <= event["Submission Time"] <= until_ms:
+                    group = (event.get("Properties") or {}).get("spark.jobGroup.id") or "(no table)"
+                    jobs[event["Job ID"]] = {"group": group, "start": event["Submission Time"]}
+                elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
+                    jobs[event["Job ID"]]["end"] = event["Completion Time"]
+                elif kind == "SparkListenerStageCompleted":
+                    info = event["Stage Info"]
+                    name = info["Stage Name"].split(" at ")[0] + " at " + _short_site(info.get("Details", ""))
+                    stage_names[info["Stage ID"]] = name
+                    if "Completion Time" in info and since_ms <= info.get("Submission Time", 0) <= until_ms:
+                        stage_seconds[name] += (info["Completion Time"] - info["Submission Time"]) / 1000
+                        stage_tasks[name] += info["Number of Tasks"]
+    per_group: dict[str, list[float]] = defaultdict(list)
+    for job in jobs.values():
+        if "end" in job:
+            per_group[job["group"]].append((job["end"] - job["start"]) / 1000)
+    tables = {g: v for g, v in per_group.items() if g.startswith("vacuum ")}
+    job_counts = sorted(len(v) for v in tables.values())
+    return {
+        "tables_seen": len(tables),
+        "jobs_per_table_median": job_counts[len(job_counts) // 2] if job_counts else 0,
+        "job_seconds_per_table_median": round(sorted(sum(v) for v in tables.values())[len(tables) // 2], 3)
+        if tables
+        else 0.0,
+        "top_stages": [
+            {"stage": name, "seconds": round(seconds, 2), "tasks": stage_tasks[name]}
+            for name, seconds in stage_seconds.most_common(8)
+        ],
+    }
+
+
+def _short_site(details: str) -> str:
+    """The first frame of a stage's call site that is ours (file:line), else Spark's first."""
+    frames = [line.strip() for line in details.splitlines() if line.strip()]
+    for frame in frames:
+        if "/vacuum/" in frame or "/inventory/" in frame:
+            return frame.rsplit("/", 1)[-1]
+    return frames[0].rsplit("(", 1)[-1].rstrip(")") if frames else "?"
+
+
+def vacuum_run(
+    spark: Any, inventory: str, registry: str, parallel: int, event_dir: Path
+) -> tuple[float, dict[str, Any], dict[str, Any]]:
+    """One CLI vacuum dry run over every table; (seconds, the report, the event-log figures)."""
+    import io
+
+    from jobs.cli import run
+
+    out = io.StringIO()
+    since_ms = int(time.time() * 1000)
+    started = time.monotonic()
+    code = run(
+        [
+            "vacuum", "--inventory-table", inventory, "--tables", registry, "--dry-run", "--json",
+            "--retain-hours", "0", "--allow-unsafe-retention", "--parallel", str(parallel),
+            "--candidates", str(event_dir.parent / f"candidates-{parallel}.parquet"),
+        ],
+        out,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    report = json.loads(out.getvalue())
+    if code != 0:
+        bad = [t for t in report["tables"] if t["status"] != "ok"]
+        raise Failure(
+            f"--parallel {parallel}: {len(bad)} table(s) not ok, e.g. {bad[0]['name']}: {bad[0]['reason']}"
+        )
+    time.sleep(1)  # the event log is flushed at each job's and stage's end
+    return seconds, report, parse_event_log(event_dir, since_ms, int(time.time() * 1000))
+
+
+def check_plans(report: dict[str, Any], candidates: Path, garbage: dict[str, set[str]]) -> None:
+    import pyarrow.parquet as pq
+
+    planned: dict[str, set[str]] = defaultdict(set)
+    for row in pq.read_table(candidates).to_pylist():
+        planned[row["table"]].add(row["path"].split(f"/warehouse/{row['table']}/", 1)[1])
+    for name, expected in garbage.items():
+        if planned.get(name, set()) != expected:
+            raise Failure(
+                f"table {name}: planned {len(planned.get(name, ()))} files, expected {len(expected)}"
+            )
+
+
+def markdown(document: dict[str, Any]) -> str:
+    runs = document["runs"]
+    best = min(r["seconds_per_table"] for r in runs)
+    lines = [
+        f"# Many tables: {document['tables']} tables of {document['files_per_table']:,} files, dry runs",
+        "",
+        f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
+        f"{document['machine_before'].get('load_average_1_5_15')}; Spark session start "
+        f"{document['spark_start_seconds']:.1f} s (once, not in the figures below); ingest of the "
+        f"{document['inventory']['objects']:,}-object inventory {document['inventory']['ingest_seconds']:.1f} s.",
+        "",
+        "| --parallel | snapshotPartitions | wall s | s per table | vs best | Spark jobs per table (median) | job s per table (median) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {r['parallel']} | {r['snapshot_partitions']} | {r['seconds']:.1f} | {r['seconds_per_table']:.2f} | "
+            f"{r['seconds_per_table'] / best:.2f}× | {r['events']['jobs_per_table_median']} | "
+            f"{r['events']['job_seconds_per_table_median']:.2f} |"
+        )
+    slowest = runs[0]["events"]["top_stages"]
+    lines += ["", f"Costliest stages at --parallel {runs[0]['parallel']} (summed over all tables):", ""]
+    lines += ["| stage | seconds | tasks |", "|---|---|---|"]
+    lines += [f"| `{s['stage']}` | {s['seconds']:.1f} | {s['tasks']:,} |" for s in slowest]
+    return "\n".join(lines) + "\n"
+
+
+def plot(document: dict[str, Any], output: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    sized = [r for r in document["runs"] if r["snapshot_partitions"] == "sized"]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.plot([r["parallel"] for r in sized], [r["seconds_per_table"] for r in sized], marker="o")
+    axes.set_xlabel("--parallel")
+    axes.set_ylabel("seconds per table (amortized)")
+    axes.set_title(f"{document['tables']} tables of {document['files_per_table']:,} files, dry runs")
+    axes.set_ylim(bottom=0)
+    axes.grid(True, alpha=0.3)
+    path = output / "many_tables.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tables", type=int, default=100)
+    parser.add_argument("--files", type=int, default=1000, help="files per table")
+    parser.add_argument("--parallel", default="1,4,8", help="comma-separated --parallel values")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    log.setLevel(logging.INFO)
+    sys.stdout.flush()
+    saved_stdout = os.dup(1)
+    os.dup2(2, 1)  # the JVM prints to fd 1; the table goes to stdout at the end
+    from inventory.local_s3 import LocalS3Server
+
+    server = LocalS3Server().start()
+    server.use_in_environment()
+    try:
+        document = run(args, server)
+    except Failure as failure:
+        os.dup2(saved_stdout, 1)
+        print(f"many_tables FAILED: {failure}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "many_tables.json").write_text(json.dumps(document, indent=2) + "\n")
+    text = markdown(document)
+    (args.output / "many_tables.md").write_text(text)
+    plot(document, args.output)
+    sys.stdout.flush()
+    os.dup2(saved_stdout, 1)
+    print(text)
+    return 0
+
+
+def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
+    from inventory.s3 import s3_client
+    from inventory.session import build_spark_session
+    from tests.helpers import deliver_inventory, ingest_inventory  # the same delivery and ingest as the tests
+    from vacuum.snapshot import SNAPSHOT_PARTITIONS
+
+    started_at = datetime.now(UTC)
+    before = machine()
+    s3 = s3_client()
+    for bucket in (BUCKET, META):
+        s3.create_bucket(Bucket=bucket)
+    log.info("building %d tables of %d files", args.tables, args.files)
+    garbage = build_tables(s3, server.endpoint, args.tables, args.files)
+    work = Path(tempfile.mkdtemp(prefix="many-tables-"))
+    events = work / "events"
+    events.mkdir()
+    registry = work / "tables.yaml"
+    registry.write_text(
+        "tables:\n"
+        + "".join(
+            f"  - {{name: {n}, path: 's3://{BUCKET}/warehouse/{n}', owner: team-{i % 7}}}\n"
+            for i, n in enumerate(garbage)
+        )
+    )
+    started = time.monotonic()
+    spark = build_spark_session(
+        "inventory-vacuum benchmark: many tables",
+        {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events.as_uri(),
+            "spark.eventLog.rolling.enabled": "false",
+            "spark.eventLog.compress": "false",
+        },
+    )
+    spark_start = time.monotonic() - started
+    inventory = f"s3://{META}/tables/inventory"
+    deliver_inventory(s3, BUCKET, META)
+    started = time.monotonic()
+    ingest_inventory(BUCKET, META, inventory)
+    ingest_seconds = time.monotonic() - started
+    objects = spark.read.format("delta").load(inventory).count()
+    runs = []
+    try:
+        settings = [(p, "sized") for p in (int(x) for x in args.parallel.split(","))]
+        best = max(p for p, _ in settings)
+        settings.append((best, "50 (Delta's default)"))
+        for parallel, partitions in settings:
+            if partitions != "sized":
+                spark.conf.set(SNAPSHOT_PARTITIONS, "50")  # set by the user: the job leaves it alone
+            log.info(
+                "vacuum dry run over %d tables, --parallel %d, snapshotPartitions %s",
+                args.tables,
+                parallel,
+                partitions,
+            )
+            seconds, report, figures = vacuum_run(spark, inventory, str(registry), parallel, events)
+            spark.conf.unset(SNAPSHOT_PARTITIONS)
+            check_plans(report, work / f"candidates-{parallel}.parquet", garbage)
+            runs.append(
+                {
+                    "parallel": parallel,
+                    "snapshot_partitions": partitions,
+                    "seconds": round(seconds, 2),
+                    "seconds_per_table": round(seconds / args.tables, 3),
+                    "table_seconds_median": sorted(t["seconds"] for t in report["tables"])[args.tables // 2],
+                    "events": figures,
+                }
+            )
+    finally:
+        spark.stop()
+    return {
+        "benchmark": "many_tables",
+        "command": "python -m benchmarks.many_tables " + " ".join(sys.argv[1:]),
+        "started_at": started_at.isoformat(),
+        "machine_before": before,
+        "machine_after": machine(),
+        "tables": args.tables,
+        "files_per_table": args.files,
+        "spark_start_seconds": round(spark_start, 2),
+        "inventory": {"objects": objects, "ingest_seconds": round(ingest_seconds, 2)},
+        "runs": runs,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
