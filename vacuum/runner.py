@@ -255,6 +255,12 @@ def vacuum_table(
     return run
 
 
+def _step(spark: SparkSession, step: str) -> None:
+    """Name the Spark jobs that follow (Spark UI, event log): the table's job group, then the step."""
+    group = spark.sparkContext.getLocalProperty("spark.jobGroup.id") or "vacuum"
+    spark.sparkContext.setJobDescription(f"{group}: {step}")
+
+
 def _delete_path(options: VacuumOptions, location: StorageLocation) -> str:
     if options.delete_with != "auto":
         return options.delete_with
@@ -278,6 +284,7 @@ def _vacuum(
     run: TableRun,
 ) -> None:
     location = table.location
+    _step(spark, "snapshot")
     state, live_files = load_table_state(spark, location.uri)
     run.table_version = state.version
     requested = options.retain_hours if options.retain_hours is not None else table.retain_hours
@@ -308,12 +315,14 @@ def _vacuum(
             if slice_frame is not None
             else None
         )
+        _step(spark, "Delta dry run")
         plan_sql = vacuum_sql(
             state, mode=options.mode, retention_hours=retain_argument, dry_run=True, inventory_view=view
         )
         log.info("%s: %s", table.name, plan_sql)
         details = candidate_details(dry_run_candidates(spark, plan_sql), slice_frame, state).cache()
         cleanup.callback(details.unpersist)
+        _step(spark, "check candidates")
         suspicious = live_candidates(details, live_files)
         if suspicious:
             raise VacuumRefused(
@@ -324,6 +333,7 @@ def _vacuum(
             planned = _checked_inventory_plan(details, slice_frame, run)
         else:
             planned = _checked_listing_plan(spark, details, state, protected_prefixes, run)
+        _step(spark, "summary")
         _summarise(planned, run)
         if options.collect_candidates:
             run.candidates = planned.select(
@@ -335,6 +345,7 @@ def _vacuum(
         existing = None
         if options.verify_existence:
             existing = directory_object_counts(slice_frame) if slice_frame is not None else None
+        _step(spark, "delete")
         if run.delete_with == "delta":
             if options.verify_existence:
                 planned = _set_aside_gone(spark, planned, existing, table, context, options.ledger_table, run)
@@ -394,6 +405,7 @@ def _inventory_slice(
     else:
         assert options.inventory_table is not None
         inventory = read_inventory(spark, options.inventory_table, context.inventory_version)
+    _step(spark, "inventory figures")
     figures = inventory_figures(inventory, location)
     taken_at = figures.inventory_taken_at
     if taken_at is not None:
@@ -409,6 +421,7 @@ def _inventory_slice(
             f"the inventory's modificationTime for bucket {location.bucket} looks like seconds, not "
             f"milliseconds (newest {figures.newest_modification_millis}): every file would look ancient"
         )
+    _step(spark, "ledger")
     deleted = (
         deleted_since(spark, options.ledger_table, location.bucket, taken_at - _LEDGER_MARGIN)
         if options.ledger_table
@@ -416,6 +429,7 @@ def _inventory_slice(
     )
     # a protected path with a log of its own (the inventory table, say) is reported as protected
     nested_roots = _not_protected(figures.nested_roots, protected_prefixes)
+    _step(spark, "classify objects")
     classified = classify_objects(
         table_objects(inventory, location),
         state,
@@ -441,6 +455,7 @@ def _inventory_slice(
         )
         _report_protected(run)
         slice_frame = inventory_slice(classified, state).persist()
+        _step(spark, "coverage")
         eligible, covered = coverage_counts(live_files, slice_frame, int(taken_at.timestamp() * 1000))
     finally:
         classified.unpersist()
