@@ -320,7 +320,9 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
         log.info("warm-up: one table, not recorded")
         first = next(iter(garbage))
         warm_registry = work / "warm.yaml"
-        warm_registry.write_text(f"tables:\n  - {{name: {first}, path: 's3://{BUCKET}/warehouse/{first}'}}\n")
+        warm_registry.write_text(
+            f"tables:\n  - {{name: {first}, path: 's3://{BUCKET}/warehouse/{first}', owner: bench}}\n"
+        )
         vacuum_run(spark, inventory, str(warm_registry), 1, events)
         settings = [(p, "sized") for p in (int(x) for x in args.parallel.split(","))]
         best = max(p for p, _ in settings)

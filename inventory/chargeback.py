@@ -30,6 +30,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -509,11 +510,14 @@ def chargeback(
     *,
     vacuum_runs_table: str | None = None,
     inventory_runs_table: str | None = None,
+    computed_reclaimable: Sequence[Any] | None = None,
 ) -> ChargebackReport:
     """Group, count and price the inventory table (one Spark job over it), and add what the
     newest vacuum dry runs could reclaim and what noncurrent versions cost.
 
     ``vacuum_runs_table`` / ``inventory_runs_table``: the history tables (None: not read).
+    ``computed_reclaimable``: vacuum dry runs made now (``vacuum.results.TableRun``), used
+    instead of the newest ones in ``vacuum_runs``.
     """
     inventory = read_inventory_for_chargeback(spark, inventory_table)
     rows = aggregate(priced_objects(inventory, prices, by, registry)).collect()
@@ -525,7 +529,9 @@ def chargeback(
         inventory_table=inventory_table,
     )
     _price_rows([r.asDict() for r in rows], prices, registry, report)
-    if vacuum_runs_table:
+    if computed_reclaimable is not None:
+        report.reclaimable = reclaimable_computed(computed_reclaimable, report, prices, report.warnings)
+    elif vacuum_runs_table:
         report.reclaimable = reclaimable(spark, vacuum_runs_table, report, prices, report.warnings)
     if inventory_runs_table:
         report.noncurrent = noncurrent(spark, inventory_runs_table, prices, report.warnings)
@@ -611,26 +617,65 @@ def reclaimable(
         .orderBy("table")
         .collect()
     )
-    result = []
-    for row in rows:
-        tally = report.by_table.get(row["table"])
-        per_byte = (
-            tally.monthly_cost / tally.bytes
-            if tally is not None and tally.bytes
-            else prices.standard.price_per_gb_month / GIB
+    result = [
+        _reclaimable_entry(
+            row["table"],
+            row["planned_files"],
+            row["planned_bytes"],
+            "vacuum_runs",
+            row["run_at"].isoformat() if row["run_at"] else None,
+            report,
+            prices,
         )
-        size = row["planned_bytes"]
+        for row in rows
+    ]
+    return sorted(result, key=lambda r: (-(r["bytes"] or 0), r["table"]))
+
+
+def reclaimable_computed(
+    runs: Sequence[Any], report: ChargebackReport, prices: PriceTable, warnings: list[str]
+) -> list[dict[str, Any]]:
+    """Per table, what a vacuum dry run made now plans to delete (``--reclaimable``); a table the
+    vacuum refused or failed on is left out with a warning that says why."""
+    now = datetime.now(UTC).isoformat()
+    result = []
+    for run in runs:
+        if run.status != "ok":
+            warnings.append(f"reclaimable bytes of table {run.name} not computed: {run.status}: {run.reason}")
+            continue
         result.append(
-            {
-                "table": row["table"],
-                "files": row["planned_files"],
-                "bytes": size,
-                "monthly_cost": _money(size * per_byte) if size is not None else None,
-                "from": "vacuum_runs",
-                "run_at": row["run_at"].isoformat() if row["run_at"] else None,
-            }
+            _reclaimable_entry(
+                run.name, run.planned_files, run.planned_bytes, "computed", now, report, prices
+            )
         )
     return sorted(result, key=lambda r: (-(r["bytes"] or 0), r["table"]))
+
+
+def _reclaimable_entry(
+    table: str,
+    files: int,
+    size: int | None,
+    source: str,
+    run_at: str | None,
+    report: ChargebackReport,
+    prices: PriceTable,
+) -> dict[str, Any]:
+    """One reclaimable row, priced at the table's own average cost per byte (STANDARD when the
+    inventory shows none of its bytes)."""
+    tally = report.by_table.get(table)
+    per_byte = (
+        tally.monthly_cost / tally.bytes
+        if tally is not None and tally.bytes
+        else prices.standard.price_per_gb_month / GIB
+    )
+    return {
+        "table": table,
+        "files": files,
+        "bytes": size,
+        "monthly_cost": _money(size * per_byte) if size is not None else None,
+        "from": source,
+        "run_at": run_at,
+    }
 
 
 def noncurrent(spark: SparkSession, location: str, prices: PriceTable, warnings: list[str]) -> dict[str, Any]:

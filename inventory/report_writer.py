@@ -12,9 +12,10 @@ import csv
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -102,20 +103,54 @@ def snapshot_bucket(
         raise UsageError(f"--versions {versions!r}: expected current or all")
     if rows_per_file < 1:
         raise UsageError("rows per file must be at least 1")
+    return write_delivery(
+        s3,
+        bucket,
+        _list_objects(s3, bucket, versions),
+        destination,
+        config_id,
+        file_format=file_format,
+        versions=versions,
+        rows_per_file=rows_per_file,
+        taken_at=taken_at,
+    )
+
+
+def write_delivery(
+    s3: Any,
+    bucket: str,
+    rows: Iterable[dict[str, Any]],
+    destination: StorageLocation,
+    config_id: str,
+    *,
+    file_format: str = "parquet",
+    versions: str = "current",
+    rows_per_file: int = 250_000,
+    taken_at: datetime | None = None,
+) -> SnapshotResult:
+    """Write ``rows`` (the inventory rows of ``bucket``, as :func:`snapshot_bucket` lists them) as
+    an S3 Inventory delivery: data files of ``rows_per_file`` rows, then the manifest. The rows
+    are consumed a file at a time, so a delivery of any size fits in memory."""
     aws_format = FORMATS[file_format.lower()]
     taken_at = (taken_at or datetime.now(UTC)).astimezone(UTC)
     fields = [f for f in _FIELDS if versions == "all" or f[0] not in _VERSION_FIELDS]
-    rows = list(_list_objects(s3, bucket, versions))
     prefix = config_prefix(destination, bucket, config_id)
     folder = taken_at.strftime("%Y-%m-%dT%H-%MZ")
-    files = []
+    files: list[dict[str, Any]] = []
+    objects = 0
     try:
-        for start in range(0, max(len(rows), 1), rows_per_file):
-            chunk = rows[start : start + rows_per_file]
+        iterator = iter(rows)
+        while True:
+            chunk = list(itertools.islice(iterator, rows_per_file))
+            if not chunk and files:
+                break  # an empty bucket still gets one (empty) data file
+            objects += len(chunk)
             body = _encode(aws_format, fields, chunk)
             key = f"{prefix}data/{uuid.uuid4()}.{_EXTENSIONS[aws_format]}"
             s3.put_object(Bucket=destination.bucket, Key=key, Body=body)
             files.append({"key": key, "size": len(body), "MD5checksum": hashlib.md5(body).hexdigest()})
+            if len(chunk) < rows_per_file:
+                break
         manifest = {
             "sourceBucket": bucket,
             "destinationBucket": f"arn:aws:s3:::{destination.bucket}",
@@ -144,7 +179,7 @@ def snapshot_bucket(
         bucket=bucket,
         manifest_uri=f"s3://{destination.bucket}/{prefix}{folder}/manifest.json",
         file_format=aws_format,
-        objects=len(rows),
+        objects=objects,
         data_files=len(files),
         inventory_taken_at=taken_at.isoformat(),
     )

@@ -14,7 +14,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from inventory.errors import InventoryVacuumError, UsageError
 from jobs.output import ConsoleOutput, JsonOutput, Output
@@ -148,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     chargeback.add_argument(
         "--runs-table", help="inventory_runs location (default: beside the inventory table)"
     )
+    chargeback.add_argument(
+        "--reclaimable",
+        action="store_true",
+        help="compute what a vacuum would delete now (a vacuum dry run of every enabled table), "
+        "instead of reading the newest dry run from vacuum_runs",
+    )
 
     demo = commands.add_parser("demo", help="run everything end to end on a local S3 server with demo data")
     demo.add_argument("--workdir", default=".demo", help="where tables.yaml and reports are written")
@@ -265,14 +271,6 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
             _check_writable(flag, path)  # before anything is deleted, not after
     history_table = args.history_table or default_history_location(args.inventory_table, "vacuum_runs")
     ledger_table = args.ledger_table or default_history_location(args.inventory_table, "vacuum_deletions")
-    protected = (
-        args.inventory_table,
-        history_table,
-        ledger_table,
-        default_history_location(args.inventory_table, "inventory_runs"),
-        *[t.path for t in registry.tables],
-        *([args.tables] if "://" in args.tables else []),
-    )
     options = VacuumOptions(
         inventory_table=args.inventory_table,
         mode=args.mode,
@@ -288,7 +286,9 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
         verify_existence=args.verify_existence,
         history_table=history_table,
         ledger_table=ledger_table,
-        protected_locations=tuple(p for p in protected if not p.startswith("/")),
+        protected_locations=_protected_paths(
+            args.inventory_table, history_table, ledger_table, registry, args.tables
+        ),
     )
     spark = build_spark_session("inventory-vacuum vacuum")
     result = vacuum_tables(spark, tables, options, run_id=_run_id())
@@ -299,6 +299,41 @@ def _vacuum(args: argparse.Namespace, output: Output) -> int:
             json.dump(result.to_dict(), report, indent=2, default=str)
     output.show("vacuum", result)
     return 0 if result.ok else 1
+
+
+def _protected_paths(
+    inventory_table: str, history_table: str, ledger_table: str, registry: Any, tables_file: str
+) -> tuple[str, ...]:
+    """Every location no vacuum may delete under: this tool's tables and every registered table."""
+    from inventory.history import default_history_location
+
+    protected = (
+        inventory_table,
+        history_table,
+        ledger_table,
+        default_history_location(inventory_table, "inventory_runs"),
+        *[t.path for t in registry.tables],
+        *([tables_file] if "://" in tables_file else []),
+    )
+    return tuple(p for p in protected if not p.startswith("/"))
+
+
+def _reclaimable_now(args: argparse.Namespace, spark: Any, registry: Any, history_table: str) -> Any:
+    """A vacuum dry run of every enabled table, as ``inventory-vacuum vacuum --dry-run`` plans it
+    (not recorded in vacuum_runs: a chargeback only reads)."""
+    from inventory.history import default_history_location
+    from vacuum.runner import VacuumOptions, vacuum_tables
+
+    ledger_table = default_history_location(args.inventory_table, "vacuum_deletions")
+    options = VacuumOptions(
+        inventory_table=args.inventory_table,
+        dry_run=True,
+        ledger_table=ledger_table,
+        protected_locations=_protected_paths(
+            args.inventory_table, history_table, ledger_table, registry, args.tables
+        ),
+    )
+    return vacuum_tables(spark, registry.select(None), options, run_id=_run_id()).tables
 
 
 def _chargeback(args: argparse.Namespace, out: TextIO) -> int:
@@ -316,13 +351,17 @@ def _chargeback(args: argparse.Namespace, out: TextIO) -> int:
     if args.output:
         _check_writable("--output", args.output)
     spark = build_spark_session("inventory-vacuum chargeback")
+    history_table = args.history_table or default_history_location(args.inventory_table, "vacuum_runs")
     report = chargeback(
         spark,
         args.inventory_table,
         registry,
         by,
         prices,
-        vacuum_runs_table=args.history_table or default_history_location(args.inventory_table, "vacuum_runs"),
+        vacuum_runs_table=history_table,
+        computed_reclaimable=_reclaimable_now(args, spark, registry, history_table)
+        if args.reclaimable
+        else None,
         inventory_runs_table=args.runs_table
         or default_history_location(args.inventory_table, "inventory_runs"),
     )

@@ -34,7 +34,8 @@ from inventory.errors import ConfigError, UsageError
 from inventory.registry import parse_registry
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.chargeback_output import money, render_html, render_text
-from tests.helpers import cli
+from tests.helpers import cli, cli_json
+from tests.test_safety import lake_with_junk  # noqa: F401  (the fixture)
 
 GIB = 2**30
 TAKEN = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
@@ -433,3 +434,25 @@ def test_html_report_renders_in_headless_chromium(spark, world, tmp_path: Path) 
     assert money(report.to_dict()["totals"]["monthly_cost"]) in dom
     for group in report.to_dict()["groups"]:
         assert money(group["monthly_cost"]) in dom
+
+
+def test_reclaimable_computed_now_is_what_a_vacuum_dry_run_plans(spark, lake_with_junk) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    lake = lake_with_junk
+    code, text = cli(
+        "chargeback", "--inventory-table", lake["inventory"], "--tables", lake["registry"],
+        "--by", "table", "--format", "json", "--reclaimable",
+    )  # fmt: skip
+    assert code == 0
+    [entry] = json.loads(text)["reclaimable"]
+    code, dry = cli_json(
+        "vacuum", "--inventory-table", lake["inventory"], "--tables", lake["registry"], "--dry-run"
+    )
+    [run] = dry["tables"]
+    assert code == 0 and run["planned_files"] == len(lake["expected"])
+    assert (entry["table"], entry["files"], entry["bytes"], entry["from"]) == (
+        "events",
+        run["planned_files"],
+        run["planned_bytes"],
+        "computed",
+    )
+    assert entry["bytes"] > 0 and entry["monthly_cost"] > 0

@@ -1,0 +1,176 @@
+"""Ingest rate: rows per second for synthetic S3 Inventory deliveries, Parquet and CSV.
+
+A delivery of R rows (keys of a partitioned warehouse, several storage classes) is written in
+AWS's format by ``inventory.report_writer.write_delivery`` (not timed), then loaded by
+``inventory.load.ingest``, exactly what ``inventory-vacuum ingest`` runs, in one Spark session
+started once (its start is reported apart). A small delivery is ingested first, unrecorded, so
+the measured ingests are the steady state.
+
+    .venv/bin/python -m benchmarks.ingest_rate                          # Parquet and CSV, 1M rows each
+    .venv/bin/python -m benchmarks.ingest_rate --rows 10000000 --formats parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from benchmarks.vacuum_at_scale import machine
+
+log = logging.getLogger("benchmarks.ingest_rate")
+RESULTS = Path(__file__).parent / "results"
+META = "bench-ingest-meta"
+CLASSES = ("STANDARD", "STANDARD", "STANDARD", "INTELLIGENT_TIERING", "STANDARD_IA", "GLACIER_IR")
+
+
+def synthetic_rows(bucket: str, rows: int, seed: int = 7) -> Iterator[dict[str, Any]]:
+    """Inventory rows as ``snapshot_bucket`` lists them: 100 tables, daily partitions, parts."""
+    rng = random.Random(seed)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    for index in range(rows):
+        day = index % 365
+        tag = f"{rng.getrandbits(128):032x}"
+        yield {
+            "bucket": bucket,
+            "key": f"warehouse/t{index % 100:02d}/dt={(start + timedelta(days=day)).date()}/part-{index:09d}.snappy.parquet",
+            "version_id": None,
+            "is_latest": None,
+            "is_delete_marker": None,
+            "size": rng.randrange(1_000, 512_000_000),
+            "last_modified_date": start + timedelta(days=day, seconds=index % 86_400),
+            "e_tag": tag,
+            "storage_class": CLASSES[index % len(CLASSES)],
+            "is_multipart_uploaded": False,
+            "checksum_algorithm": None,
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--rows", type=int, action="append", help="rows per delivery (repeatable); default 1M"
+    )
+    parser.add_argument("--formats", default="parquet,csv", help="comma-separated: parquet, csv, orc")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    log.setLevel(logging.INFO)
+    sys.stdout.flush()
+    saved_stdout = os.dup(1)
+    os.dup2(2, 1)  # the JVM prints to fd 1
+    from inventory.local_s3 import LocalS3Server
+
+    server = LocalS3Server().start()
+    server.use_in_environment()
+    try:
+        document = run(args)
+    finally:
+        server.stop()
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "ingest_rate.json").write_text(json.dumps(document, indent=2) + "\n")
+    text = markdown(document)
+    (args.output / "ingest_rate.md").write_text(text)
+    sys.stdout.flush()
+    os.dup2(saved_stdout, 1)
+    print(text)
+    return 0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from inventory.load import IngestRequest, ingest
+    from inventory.paths import StorageLocation
+    from inventory.report_writer import write_delivery
+    from inventory.s3 import s3_client
+    from inventory.session import build_spark_session
+
+    started_at = datetime.now(UTC)
+    before = machine()
+    s3 = s3_client()
+    s3.create_bucket(Bucket=META)
+    destination = StorageLocation.parse(f"s3://{META}/reports")
+    inventory = f"s3://{META}/tables/inventory"
+    started = time.monotonic()
+    spark = build_spark_session("inventory-vacuum benchmark: ingest rate")
+    spark_start = time.monotonic() - started
+
+    def load(bucket: str, rows: int, file_format: str) -> dict[str, Any]:
+        started = time.monotonic()
+        delivery = write_delivery(
+            s3, bucket, synthetic_rows(bucket, rows), destination, "daily", file_format=file_format
+        )
+        written = time.monotonic() - started
+        started = time.monotonic()
+        result = ingest(
+            spark,
+            s3,
+            IngestRequest(
+                destination=destination,
+                source_buckets=(bucket,),
+                config_id="daily",
+                inventory_table=inventory,
+            ),
+            run_id=f"benchmark-{bucket}",
+        )
+        seconds = time.monotonic() - started
+        [outcome] = result.buckets
+        if outcome.status != "ok" or outcome.rows != rows:
+            raise SystemExit(f"ingest of {bucket} failed or lost rows: {outcome.to_dict()}")
+        return {
+            "format": file_format,
+            "rows": rows,
+            "data_files": delivery.data_files,
+            "delivery_write_seconds": round(written, 2),
+            "ingest_seconds": round(seconds, 2),
+            "rows_per_second": round(rows / seconds),
+        }
+
+    try:
+        log.info("warm-up ingest (not recorded)")
+        load("bench-ingest-warm-up", 10_000, "parquet")
+        results = []
+        for file_format in args.formats.split(","):
+            for rows in args.rows or [1_000_000]:
+                log.info("ingest of a %s delivery of %d rows", file_format, rows)
+                results.append(load(f"bench-ingest-{file_format}-{rows}", rows, file_format))
+    finally:
+        spark.stop()
+    return {
+        "benchmark": "ingest_rate",
+        "command": "python -m benchmarks.ingest_rate " + " ".join(sys.argv[1:]),
+        "started_at": started_at.isoformat(),
+        "machine_before": before,
+        "machine_after": machine(),
+        "spark_start_seconds": round(spark_start, 2),
+        "results": results,
+    }
+
+
+def markdown(document: dict[str, Any]) -> str:
+    lines = [
+        "# Ingest rate (steady state, after one unrecorded ingest)",
+        "",
+        f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
+        f"{document['machine_before'].get('load_average_1_5_15')}; Spark session start "
+        f"{document['spark_start_seconds']:.1f} s, paid once per job and not in the rates below.",
+        "",
+        "| format | rows | data files | ingest s | rows/s |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['format']} | {r['rows']:,} | {r['data_files']} | {r['ingest_seconds']:.1f} | {r['rows_per_second']:,} |"
+        for r in document["results"]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
