@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vacuum_at_scale import machine
+from benchmarks.vacuum_at_scale import machine, run_header
 
 log = logging.getLogger("benchmarks.ingest_rate")
 RESULTS = Path(__file__).parent / "results"
@@ -144,11 +144,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         spark.stop()
     return {
-        "benchmark": "ingest_rate",
-        "command": "python -m benchmarks.ingest_rate " + " ".join(sys.argv[1:]),
-        "started_at": started_at.isoformat(),
-        "machine_before": before,
-        "machine_after": machine(),
+        **run_header("ingest_rate", started_at, before),
         "spark_start_seconds": round(spark_start, 2),
         "results": results,
     }

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.synthetic_table import GARBAGE, Shares, TableBuilder
-from benchmarks.vacuum_at_scale import machine
+from benchmarks.vacuum_at_scale import machine, run_header
 
 log = logging.getLogger("benchmarks.many_tables")
 
@@ -352,11 +352,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     finally:
         spark.stop()
     return {
-        "benchmark": "many_tables",
-        "command": "python -m benchmarks.many_tables " + " ".join(sys.argv[1:]),
-        "started_at": started_at.isoformat(),
-        "machine_before": before,
-        "machine_after": machine(),
+        **run_header("many_tables", started_at, before),
         "tables": args.tables,
         "files_per_table": args.files,
         "spark_start_seconds": round(spark_start, 2),

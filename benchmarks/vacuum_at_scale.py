@@ -449,6 +449,17 @@ def machine() -> dict[str, Any]:
     }
 
 
+def run_header(benchmark: str, started_at: datetime, before: dict[str, Any]) -> dict[str, Any]:
+    """The first keys of every benchmark's result document: what ran, when, on what machine."""
+    return {
+        "benchmark": benchmark,
+        "command": f"python -m benchmarks.{benchmark} " + " ".join(sys.argv[1:]),
+        "started_at": started_at.isoformat(),
+        "machine_before": before,
+        "machine_after": machine(),
+    }
+
+
 def write_results(document: dict[str, Any], output: Path) -> str:
     """Write the JSON, the Markdown and the plots; return the Markdown."""
     from benchmarks.report import markdown, plot

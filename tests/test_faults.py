@@ -57,6 +57,19 @@ def _wait_for(condition: Any, process: subprocess.Popen, what: str, timeout: flo
         time.sleep(0.05)
 
 
+def _start(tmp_path: Path, *argv: str) -> subprocess.Popen:
+    """The installed command, as a scheduler runs it (bare PATH), in a process group of its own."""
+    return subprocess.Popen(
+        [COMMAND, *argv],
+        env=bare_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def _kill(process: subprocess.Popen) -> None:
     """SIGKILL the job and everything it started (its JVM and Python workers)."""
     os.killpg(process.pid, signal.SIGKILL)
@@ -136,14 +149,8 @@ def test_vacuum_killed_mid_delete_then_a_rerun_under_throttling_finishes(
     # each DeleteObjects takes 3 s: the job is killed while its first requests are in flight
     s3_server.inject(Faults(latency_ms=3000, bucket=lake["bucket"], operations=frozenset({"DeleteObjects"})))
     s3_server.reset_counts()
-    process = subprocess.Popen(
-        [COMMAND, "vacuum", "--inventory-table", lake["inventory"], "--tables", lake["registry"], "--json"],
-        env=bare_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    process = _start(
+        tmp_path, "vacuum", "--inventory-table", lake["inventory"], "--tables", lake["registry"], "--json"
     )
     try:
         _wait_for(
@@ -204,19 +211,10 @@ def test_ingest_killed_mid_write_leaves_the_inventory_table_as_it_was(
         Faults(latency_ms=3000, bucket=inventory_bucket, prefix="tables/inventory/", operations=writes)
     )
     s3_server.reset_counts()
-    command = [
-        COMMAND, "ingest", "--destination", f"s3://{inventory_bucket}/reports", "--source-bucket", source,
+    process = _start(
+        tmp_path, "ingest", "--destination", f"s3://{inventory_bucket}/reports", "--source-bucket", source,
         "--config-id", "daily", "--inventory-table", inventory, "--json",
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        env=bare_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    )  # fmt: skip
     try:
         _wait_for(
             lambda: sum(s3_server.counts(inventory_bucket)[w] for w in writes) >= 1,
