@@ -197,32 +197,39 @@ class InventoryFigures:
     nested_roots: tuple[str, ...]
 
 
-def inventory_figures(inventory: DataFrame, location: StorageLocation) -> InventoryFigures:
-    """Objects under the table's path, when the bucket's inventory was taken, the newest
-    ``modificationTime`` of the bucket, and the nested Delta tables below the table."""
+def bucket_figures(inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
+    """(when the bucket's inventory was taken, its newest ``modificationTime``), both in epoch
+    milliseconds: a scan of the bucket's whole partition, so a run makes it once per bucket."""
+    row = (
+        inventory.where(F.col("bucket") == bucket)
+        # epoch millis: PySpark would turn a timestamp into the driver's local time zone
+        .agg(F.max(F.unix_millis("inventory_taken_at")), F.max("modificationTime"))
+        .first()
+    )
+    assert row is not None
+    return row[0], row[1]
+
+
+def inventory_figures(
+    inventory: DataFrame, location: StorageLocation, bucket_wide: tuple[int | None, int | None] | None = None
+) -> InventoryFigures:
+    """Objects under the table's path and the nested Delta tables below it (one Spark job over
+    the table's keys), with the bucket's :func:`bucket_figures` (computed here unless given)."""
     prefix = f"{location.key}/"
     objects = table_objects(inventory, location)
     nested = objects.select(nested_table_root().alias("root")).where(F.col("root").isNotNull())
     row = (
-        inventory.where(F.col("bucket") == location.bucket)
-        .agg(
-            F.count(F.when(F.col("key").startswith(prefix), 1)).alias("objects"),
-            # epoch millis: PySpark would turn a timestamp into the driver's local time zone
-            F.max(F.unix_millis("inventory_taken_at")).alias("taken_at_ms"),
-            F.max("modificationTime").alias("newest_ms"),
-        )
+        inventory.where((F.col("bucket") == location.bucket) & F.col("key").startswith(prefix))
+        .agg(F.count(F.lit(1)).alias("objects"))
         .crossJoin(nested.agg(F.collect_set("root").alias("roots")))
         .first()
     )
     assert row is not None
-    taken_at_ms = row["taken_at_ms"]
-    taken_at = datetime.fromtimestamp(taken_at_ms / 1000, tz=UTC) if taken_at_ms is not None else None
-    return InventoryFigures(
-        int(row["objects"]),
-        taken_at,
-        row["newest_ms"],
-        _outermost(row["roots"] or []),
+    taken_at_ms, newest_ms = (
+        bucket_wide if bucket_wide is not None else bucket_figures(inventory, location.bucket)
     )
+    taken_at = datetime.fromtimestamp(taken_at_ms / 1000, tz=UTC) if taken_at_ms is not None else None
+    return InventoryFigures(int(row["objects"]), taken_at, newest_ms, _outermost(row["roots"] or []))
 
 
 def _outermost(roots: Sequence[str]) -> tuple[str, ...]:

@@ -17,11 +17,12 @@ table's retention-check setting must not be seen by another table running at the
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -39,6 +40,7 @@ from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs
 from vacuum.ledger import ALREADY_GONE, deleted_since, ensure_ledger, record_deletions
 from vacuum.plan import (
+    bucket_figures,
     candidate_details,
     classify_objects,
     coverage_counts,
@@ -115,6 +117,17 @@ class _RunContext:
     run_id: str
     inventory_version: int | None
     protected: tuple[StorageLocation, ...]
+    # per bucket of the pinned inventory: (taken at, newest modificationTime), computed once
+    bucket_figures: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
+        """The bucket-wide figures of the pinned inventory: one scan of the bucket per run, not
+        one per table (with a thousand tables in a bucket of a billion objects, that matters)."""
+        with self.lock:
+            if bucket not in self.bucket_figures:
+                self.bucket_figures[bucket] = bucket_figures(inventory, bucket)
+            return self.bucket_figures[bucket]
 
 
 def read_inventory(spark: SparkSession, location: str, version: int | None = None) -> DataFrame:
@@ -406,7 +419,11 @@ def _inventory_slice(
         assert options.inventory_table is not None
         inventory = read_inventory(spark, options.inventory_table, context.inventory_version)
     _step(spark, "inventory figures")
-    figures = inventory_figures(inventory, location)
+    # the inventory mode's table is one pinned version for the whole run; a flat listing is the table's own
+    bucket_wide = (
+        context.figures_of_bucket(inventory, location.bucket) if options.mode == "inventory" else None
+    )
+    figures = inventory_figures(inventory, location, bucket_wide)
     taken_at = figures.inventory_taken_at
     if taken_at is not None:
         run.inventory_taken_at = taken_at.isoformat()
