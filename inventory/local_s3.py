@@ -120,6 +120,7 @@ class LocalS3Server:
         self._random = random.Random()
         self._recent: deque[float] = deque()
         self._injected: Counter[str] = Counter()
+        self._in_flight = 0
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -182,6 +183,17 @@ class LocalS3Server:
         with self._lock:
             return any(bucket == b and key.startswith(p) for b, p in self._denied)
 
+    def wait_idle(self, timeout: float = 120.0) -> bool:
+        """Wait until no request is being answered (a client that died mid-request leaves its
+        request running, as S3 would); False if ``timeout`` seconds pass first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._in_flight == 0:
+                    return True
+            time.sleep(0.05)
+        return False
+
     # -- faults -----------------------------------------------------------------------------
     def inject(self, faults: Faults) -> None:
         """Start injecting ``faults`` (replacing any earlier ones); counts start from zero."""
@@ -231,6 +243,15 @@ class LocalS3Server:
     # -- the WSGI layer ---------------------------------------------------------------------
     def _middleware(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
         def handle(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            with self._lock:
+                self._in_flight += 1
+            try:
+                return answer(environ, start_response)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
+
+        def answer(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             method, path = environ["REQUEST_METHOD"], unquote(environ.get("PATH_INFO", ""))
             operation = operation_name(method, path, environ.get("QUERY_STRING", ""))
             bucket, _, key = path.lstrip("/").partition("/")
