@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     vacuum.add_argument(
         "--verify-existence",
         action="store_true",
-        help="batch: check which candidates still exist before deleting (a HEAD per file or a LIST per "
+        help="check which candidates still exist before deleting (a HEAD per file or a LIST per "
         "directory, whichever is fewer), so objects deleted by someone else since the inventory was "
         "taken are reported as already gone, not as deleted",
     )

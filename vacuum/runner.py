@@ -105,7 +105,7 @@ class VacuumOptions:
     # registered table); the run adds its own inventory, history and ledger tables itself
     protected_locations: tuple[str, ...] = ()
     collect_candidates: bool = False  # keep each table's candidate list for --candidates
-    # batch deletes: check which candidates still exist first (a request per directory or file),
+    # check which candidates still exist before deleting (a request per directory or file),
     # so objects someone else deleted after the inventory was taken are not counted as deleted
     verify_existence: bool = False
 
