@@ -30,7 +30,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,15 @@ from pyspark.sql.types import BooleanType, StringType
 
 from inventory.errors import ConfigError, InventoryTableError, UsageError, spark_error_summary
 from inventory.registry import TableRegistry
+from inventory.schema import prefix_column
+from inventory.usage import (
+    CURRENT,
+    DELETE_MARKER,
+    SMALL_OBJECT_BYTES,
+    USAGE_SUMS,
+    read_usage,
+    usage_from_inventory_versions,
+)
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -66,6 +75,8 @@ GROUP_KINDS = ("table", "owner", "bucket", "storage_class", "prefix")
 DEFAULT_PRICES = "aws-us-east-1.yaml"
 REQUIRED_COLUMNS = ("bucket", "key", "length", "storage_class")
 SQL_QUERIES = ("cost_by_table", "cost_by_owner", "cost_by_storage_class")
+DEFAULT_TREND_DAYS = 30
+TREND_TOP_TABLES = 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,21 +260,6 @@ def parse_group_by(text: str) -> GroupBy:
         return GroupBy("prefix", int(depth) if depth else 1)
     raise UsageError(
         f"--by {text!r}: expected table, owner, bucket, storage_class or prefix[:DEPTH] (DEPTH >= 1)"
-    )
-
-
-def prefix_column(depth: int) -> Column:
-    """``bucket/`` plus the first ``depth`` folder components of the key, each ending in ``/``.
-
-    ``lake``, ``warehouse/events/day=1/part-0.parquet``, depth 2 -> ``lake/warehouse/events/``;
-    a key at the bucket root -> ``lake/``. The file name itself is never a prefix.
-    """
-    parts = F.split(F.col("key"), "/")
-    folders = F.slice(parts, 1, F.least(F.lit(depth), F.size(parts) - 1))
-    return F.concat(
-        F.col("bucket"),
-        F.lit("/"),
-        F.when(F.size(folders) > 0, F.concat(F.array_join(folders, "/"), F.lit("/"))).otherwise(F.lit("")),
     )
 
 
@@ -462,6 +458,7 @@ class ChargebackReport:
     unowned: Tally = field(default_factory=Tally)
     unowned_prefixes: dict[str, Tally] = field(default_factory=dict)
     noncurrent: dict[str, Any] = field(default_factory=dict)
+    trend: dict[str, Any] = field(default_factory=dict)
     reclaimable: list[dict[str, Any]] = field(default_factory=list)
     totals: Tally = field(default_factory=Tally)
     warnings: list[str] = field(default_factory=list)
@@ -487,6 +484,7 @@ class ChargebackReport:
             },
             "noncurrent": self.noncurrent,
             "reclaimable": self.reclaimable,
+            "trend": self.trend,
             "totals": {
                 **self.totals.to_dict(),
                 "reclaimable_bytes": reclaimable_bytes,
@@ -510,12 +508,17 @@ def chargeback(
     *,
     vacuum_runs_table: str | None = None,
     inventory_runs_table: str | None = None,
+    usage_table: str | None = None,
+    trend_days: int = DEFAULT_TREND_DAYS,
     computed_reclaimable: Sequence[Any] | None = None,
 ) -> ChargebackReport:
     """Group, count and price the inventory table (one Spark job over it), and add what the
     newest vacuum dry runs could reclaim and what noncurrent versions cost.
 
     ``vacuum_runs_table`` / ``inventory_runs_table``: the history tables (None: not read).
+    ``usage_table``: the usage aggregate the ingest writes (:mod:`inventory.usage`): noncurrent
+    versions per storage class and prefix, and the trend over the last ``trend_days`` days (0: no
+    trend); days before it have rows come from older versions of the inventory table.
     ``computed_reclaimable``: vacuum dry runs made now (``vacuum.results.TableRun``), used
     instead of the newest ones in ``vacuum_runs``.
     """
@@ -533,8 +536,13 @@ def chargeback(
         report.reclaimable = reclaimable_computed(computed_reclaimable, report, prices, report.warnings)
     elif vacuum_runs_table:
         report.reclaimable = reclaimable(spark, vacuum_runs_table, report, prices, report.warnings)
-    if inventory_runs_table:
+    usage = read_usage(spark, usage_table) if usage_table else None
+    if usage is not None:
+        report.noncurrent = noncurrent_from_usage(usage, prices, registry, report.warnings)
+    elif inventory_runs_table:
         report.noncurrent = noncurrent(spark, inventory_runs_table, prices, report.warnings)
+    if trend_days > 0:
+        report.trend = trend(spark, usage, inventory_table, prices, registry, report, trend_days)
     for warning in report.warnings:
         log.warning("chargeback: %s", warning)
     return report
@@ -728,6 +736,244 @@ def noncurrent(spark: SparkSession, location: str, prices: PriceTable, warnings:
         result["delete_markers"] += markers
     result["monthly_cost"] = _money(result["bytes"] * price)
     return result
+
+
+def price_key(storage_class: str | None, access_tier: str | None) -> str:
+    """:func:`price_key_column` for one aggregated row."""
+    if storage_class is None:
+        return NO_CLASS
+    if storage_class == INTELLIGENT_TIERING:
+        return f"{INTELLIGENT_TIERING}:{access_tier or DEFAULT_TIER}"
+    return storage_class
+
+
+def usage_cost(row: Any, prices: PriceTable, warnings: list[str]) -> float:
+    """The monthly cost of one usage row (:mod:`inventory.usage`), billed as :func:`priced_objects`
+    bills its objects one by one.
+
+    Exact for AWS's minimum sizes (128 KB, the size the usage rows count small objects below);
+    a price file with another minimum is applied to the objects under 128 KB, with a warning.
+    Delete markers cost nothing here (AWS bills only their key names).
+    """
+    if row["state"] == DELETE_MARKER:
+        return 0.0
+    key = price_key(row["storage_class"], row["intelligent_tiering_access_tier"])
+    rule = prices.rule(key) or prices.standard
+    objects, size, small_objects, small_bytes = (row[name] or 0 for name in USAGE_SUMS)
+    for minimum in {rule.minimum_billable_bytes, rule.monitoring_minimum_bytes} - {0, SMALL_OBJECT_BYTES}:
+        message = (
+            f"price file {prices.file}: {key}'s minimum of {minimum} bytes is applied to aggregated "
+            f"rows (noncurrent versions, the trend) as if it were {SMALL_OBJECT_BYTES}"
+        )
+        if message not in warnings:
+            warnings.append(message)
+    billable = size + objects * rule.overhead_bytes
+    if rule.minimum_billable_bytes:
+        billable += small_objects * rule.minimum_billable_bytes - small_bytes
+    monitored = 0
+    if row["storage_class"] == INTELLIGENT_TIERING:
+        monitored = objects - small_objects if rule.monitoring_minimum_bytes else objects
+    return (
+        billable * rule.price_per_gb_month
+        + objects * rule.standard_overhead_bytes * prices.standard.price_per_gb_month
+    ) / GIB + monitored * rule.monitoring_per_object
+
+
+def _owners(registry: TableRegistry | None) -> dict[str, str]:
+    return {t.name: t.owner for t in registry.tables} if registry else {}
+
+
+def noncurrent_from_usage(
+    usage: DataFrame, prices: PriceTable, registry: TableRegistry | None, warnings: list[str]
+) -> dict[str, Any]:
+    """Noncurrent versions and delete markers of each bucket's newest ingest, per bucket and per
+    owning table (or top-level prefix when under no table), priced by their own storage class."""
+    newest = usage.groupBy("bucket").agg(F.max("inventory_date").alias("newest_date"))
+    rows = (
+        usage.join(newest, "bucket")
+        .where((F.col("inventory_date") == F.col("newest_date")) & (F.col("state") != CURRENT))
+        .collect()
+    )
+    owners = _owners(registry)
+    buckets: dict[str, dict[str, Any]] = {}
+    prefixes: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        cost = usage_cost(row, prices, warnings)
+        markers = row["objects"] if row["state"] == DELETE_MARKER else 0
+        objects = 0 if markers else row["objects"]
+        entries = (
+            buckets.setdefault(
+                row["bucket"],
+                {
+                    "bucket": row["bucket"],
+                    "inventory_taken_at": row["inventory_taken_at"].isoformat()
+                    if row["inventory_taken_at"]
+                    else None,
+                },
+            ),
+            prefixes.setdefault(
+                (row["bucket"], row["table"] or row["prefix"]),
+                {
+                    "bucket": row["bucket"],
+                    "group": row["table"] or row["prefix"],
+                    "table": row["table"],
+                    "owner": owners.get(row["table"], UNKNOWN_OWNER) if row["table"] else UNOWNED,
+                },
+            ),
+        )
+        for entry in entries:
+            entry["objects"] = entry.get("objects", 0) + objects
+            entry["bytes"] = entry.get("bytes", 0) + (row["bytes"] or 0)
+            entry["delete_markers"] = entry.get("delete_markers", 0) + markers
+            entry["monthly_cost"] = entry.get("monthly_cost", 0.0) + cost
+    for entry in (*buckets.values(), *prefixes.values()):
+        entry["monthly_cost"] = _money(entry["monthly_cost"])
+    ranked = sorted(
+        prefixes.values(), key=lambda e: (-e["monthly_cost"], -e["bytes"], e["bucket"], e["group"])
+    )
+    return {
+        "from": "inventory_usage",
+        "objects": sum(b["objects"] for b in buckets.values()),
+        "bytes": sum(b["bytes"] for b in buckets.values()),
+        "delete_markers": sum(b["delete_markers"] for b in buckets.values()),
+        "monthly_cost": _money(sum(b["monthly_cost"] for b in buckets.values())),
+        "priced_as": "storage class",
+        "buckets": [buckets[name] for name in sorted(buckets)],
+        "prefixes": ranked,
+    }
+
+
+def trend(
+    spark: SparkSession,
+    usage: DataFrame | None,
+    inventory_table: str,
+    prices: PriceTable,
+    registry: TableRegistry | None,
+    report: ChargebackReport,
+    days: int,
+) -> dict[str, Any]:
+    """Bytes and monthly cost per inventory date over the last ``days`` days: in all, per owner and
+    for the costliest tables, priced at today's prices.
+
+    Dates come from the usage table; days before its first row from older versions of the
+    inventory table (Delta time travel, the newest version of each commit day), while they are
+    kept. A bucket without a delivery on some date counts with its newest earlier one
+    (``carried_forward`` names it).
+    """
+    since = (datetime.now(UTC) - timedelta(days=days)).date()
+    sources: list[str] = []
+    frames: list[DataFrame] = []
+    first_usage_date = None
+    if usage is not None:
+        current = usage.where((F.col("state") == CURRENT) & (F.col("inventory_date") >= F.lit(since)))
+        first = current.agg(F.min("inventory_date")).first()
+        first_usage_date = first[0] if first else None
+        if first_usage_date is not None:
+            frames.append(current.withColumn("version", F.lit(_USAGE_RANK)))
+            sources.append("inventory_usage")
+    versions = _versions_to_backfill(spark, inventory_table, since, first_usage_date, report.warnings)
+    backfill = usage_from_inventory_versions(spark, inventory_table, versions) if versions else None
+    if backfill is not None:
+        frames.append(backfill.where(F.col("state") == CURRENT))
+        sources.append("time_travel")
+    if not frames:
+        return {"from": [], "days": days, "points": []}
+    rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    top = [name for name, _ in _ranked({k: v for k, v in report.by_table.items() if k != UNOWNED})][
+        :TREND_TOP_TABLES
+    ]
+    chosen = rows.join(
+        rows.groupBy("bucket", "inventory_date").agg(F.max("version").alias("version")),
+        ["bucket", "inventory_date", "version"],
+    )
+    collected = (
+        chosen.select(
+            "bucket",
+            "inventory_date",
+            "state",
+            "storage_class",
+            "intelligent_tiering_access_tier",
+            owner_column(registry).alias("owner"),
+            F.when(F.col("table").isin(top), F.col("table")).alias("table"),
+            *USAGE_SUMS,
+        )
+        .groupBy(
+            "bucket",
+            "inventory_date",
+            "state",
+            "storage_class",
+            "intelligent_tiering_access_tier",
+            "owner",
+            "table",
+        )
+        .agg(*[F.sum(name).alias(name) for name in USAGE_SUMS])
+        .collect()
+    )
+    try:
+        return _trend_points(collected, prices, report.warnings, days, sources)
+    except Exception as error:  # pragma: no cover - a bug here must not lose the chargeback
+        report.warnings.append(f"trend not computed: {error}")
+        return {"from": sources, "days": days, "points": []}
+
+
+_USAGE_RANK = 1 << 62  # the usage table's rows win over any time-travelled version of the same date
+
+
+def _versions_to_backfill(
+    spark: SparkSession, inventory_table: str, since: Any, before: Any, warnings: list[str]
+) -> list[int]:
+    """The newest inventory-table version of each commit day from ``since`` up to (not including)
+    ``before`` (None: up to today)."""
+    try:
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{inventory_table}`").select(
+            "version", F.to_date("timestamp").alias("day")
+        )
+        window = history.where(F.col("day") >= F.lit(since))
+        if before is not None:
+            window = window.where(F.col("day") < F.lit(before))
+        return sorted(
+            r["version"] for r in window.groupBy("day").agg(F.max("version").alias("version")).collect()
+        )
+    except Exception as error:
+        warnings.append(f"no inventory table history for the trend: {spark_error_summary(error)[:120]}")
+        return []
+
+
+def _trend_points(
+    rows: Sequence[Any], prices: PriceTable, warnings: list[str], days: int, sources: list[str]
+) -> dict[str, Any]:
+    by_bucket: dict[str, dict[Any, list[Any]]] = {}
+    for row in rows:
+        by_bucket.setdefault(row["bucket"], {}).setdefault(row["inventory_date"], []).append(row)
+    dates = sorted({d for dated in by_bucket.values() for d in dated})
+    points = []
+    for day in dates:
+        point: dict[str, Any] = {"date": day.isoformat(), "objects": 0, "bytes": 0, "monthly_cost": 0.0}
+        owners: dict[str, Tally] = {}
+        tables: dict[str, Tally] = {}
+        carried = []
+        for bucket, dated in sorted(by_bucket.items()):
+            known = [d for d in dated if d <= day]
+            if not known:
+                continue
+            if max(known) != day:
+                carried.append(bucket)
+            for row in dated[max(known)]:
+                cost = usage_cost(row, prices, warnings)
+                owners.setdefault(row["owner"], Tally()).add(None, row["objects"], row["bytes"] or 0, cost)
+                if row["table"] is not None:
+                    tables.setdefault(row["table"], Tally()).add(
+                        None, row["objects"], row["bytes"] or 0, cost
+                    )
+                point["objects"] += row["objects"]
+                point["bytes"] += row["bytes"] or 0
+                point["monthly_cost"] += cost
+        point["monthly_cost"] = _money(point["monthly_cost"])
+        point["owners"] = {name: tally.to_dict() for name, tally in _ranked(owners)}
+        point["tables"] = {name: tally.to_dict() for name, tally in _ranked(tables)}
+        point["carried_forward"] = carried
+        points.append(point)
+    return {"from": sources, "days": days, "priced_at": prices.prices_as_of, "points": points}
 
 
 # ---------------------------------------------------------------------------------------------

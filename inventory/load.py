@@ -1,8 +1,10 @@
 """Load verified deliveries with Spark into the bucket-partitioned inventory Delta table.
 
-One Spark job per bucket computes the run's figures and checks every row (bucket, key) before
+One Spark job per bucket checks every row (bucket, key) and sums the delivery into usage rows
+(:mod:`inventory.usage`: the run's figures, noncurrent versions, the chargeback's trend) before
 anything is written; a second writes the bucket's partition with one atomic Delta commit that
-replaces exactly that partition. A failure anywhere leaves the table as it was.
+replaces exactly that partition. A failure anywhere leaves the inventory table as it was. The
+usage rows of the bucket and date are replaced last; that derived table failing only warns.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DateType,
@@ -30,7 +33,8 @@ from inventory.history import append_run_rows
 from inventory.manifest import Delivery, find_delivery
 from inventory.paths import StorageLocation
 from inventory.registry import TableRegistry
-from inventory.schema import csv_read_schema, is_current_version, normalise, tag_owning_table
+from inventory.schema import csv_read_schema, is_current_version, normalise, sql_string, tag_owning_table
+from inventory.usage import CURRENT, DELETE_MARKER, NONCURRENT, usage_aggregate, write_usage
 
 INVENTORY_RUNS_SCHEMA = StructType(
     [
@@ -64,6 +68,7 @@ class IngestRequest:
     inventory_date: date | None = None
     registry: TableRegistry | None = None
     runs_table: str | None = None
+    usage_table: str | None = None
 
 
 @dataclass
@@ -126,62 +131,85 @@ def normalised_delivery(spark: SparkSession, delivery: Delivery) -> DataFrame:
     )
 
 
-def delivery_figures(rows: DataFrame, bucket: str) -> dict[str, int]:
-    """Counts and byte totals of a normalised delivery, in one Spark job."""
+def delivery_checks(bucket: str) -> list[Column]:
+    """Aggregates that find the rows no delivery of ``bucket`` may hold (summed per usage group)."""
     current = is_current_version()
-    marker = F.coalesce(F.col("is_delete_marker"), F.lit(False))
-    noncurrent = ~current & ~marker
-    figures = rows.agg(
-        F.count(F.when(current, 1)).alias("objects"),
-        F.coalesce(F.sum(F.when(current, F.col("length"))), F.lit(0)).alias("bytes"),
-        F.count(F.when(noncurrent, 1)).alias("noncurrent_objects"),
-        F.coalesce(F.sum(F.when(noncurrent, F.col("length"))), F.lit(0)).alias("noncurrent_bytes"),
-        F.count(F.when(marker, 1)).alias("delete_markers"),
+    return [
         F.count(F.when(F.col("bucket").isNull() | (F.col("bucket") != bucket), 1)).alias("foreign_rows"),
         F.first(F.when(F.col("bucket") != bucket, F.col("bucket")), ignorenulls=True).alias("foreign_bucket"),
         F.count(F.when(F.col("key").isNull() | (F.col("key") == ""), 1)).alias("keyless_rows"),
         F.count(F.when(current & (F.col("length").isNull() | F.col("modificationTime").isNull()), 1)).alias(
             "incomplete_rows"
         ),
+    ]
+
+
+def delivery_figures(usage: DataFrame) -> dict[str, Any]:
+    """The run's counts and byte totals, and the checks, summed from the delivery's usage rows."""
+
+    def total(column: Column) -> Column:
+        return F.coalesce(F.sum(column), F.lit(0))
+
+    def of_state(state: str, column: str) -> Column:
+        return total(F.when(F.col("state") == state, F.col(column)))
+
+    figures = usage.agg(
+        of_state(CURRENT, "objects").alias("objects"),
+        of_state(CURRENT, "bytes").alias("bytes"),
+        of_state(NONCURRENT, "objects").alias("noncurrent_objects"),
+        of_state(NONCURRENT, "bytes").alias("noncurrent_bytes"),
+        of_state(DELETE_MARKER, "objects").alias("delete_markers"),
+        total(F.col("foreign_rows")).alias("foreign_rows"),
+        F.first("foreign_bucket", ignorenulls=True).alias("foreign_bucket"),
+        total(F.col("keyless_rows")).alias("keyless_rows"),
+        total(F.col("incomplete_rows")).alias("incomplete_rows"),
     ).first()
     assert figures is not None
     return figures.asDict()
 
 
 def load_delivery(
-    spark: SparkSession, delivery: Delivery, inventory_table: str, registry: TableRegistry | None
-) -> dict[str, int]:
-    """Check a delivery's rows and replace its bucket's partition of the inventory table."""
+    spark: SparkSession,
+    delivery: Delivery,
+    inventory_table: str,
+    registry: TableRegistry | None,
+    usage_table: str | None = None,
+) -> dict[str, Any]:
+    """Check a delivery's rows and replace its bucket's partition of the inventory table, then its
+    bucket and date in the usage table (computed in the checking job: no extra pass)."""
     rows = normalised_delivery(spark, delivery)
-    figures = delivery_figures(rows, delivery.source_bucket)
-    where = delivery.manifest_uri
-    if figures["foreign_rows"]:
-        raise InventoryDataError(
-            f"{where}: {figures['foreign_rows']} row(s) name bucket "
-            f"{figures['foreign_bucket']!r}, not the manifest's {delivery.source_bucket!r}"
+    usage = usage_aggregate(tag_owning_table(rows, registry), *delivery_checks(delivery.source_bucket))
+    usage = usage.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        figures = delivery_figures(usage)
+        where = delivery.manifest_uri
+        if figures["foreign_rows"]:
+            raise InventoryDataError(
+                f"{where}: {figures['foreign_rows']} row(s) name bucket "
+                f"{figures['foreign_bucket']!r}, not the manifest's {delivery.source_bucket!r}"
+            )
+        if figures["keyless_rows"]:
+            raise InventoryDataError(f"{where}: {figures['keyless_rows']} row(s) have no key")
+        if figures["incomplete_rows"]:
+            raise InventoryDataError(
+                f"{where}: {figures['incomplete_rows']} object row(s) lack Size or LastModifiedDate"
+            )
+        (
+            tag_owning_table(rows.where(is_current_version()), registry)
+            .orderBy("key")  # contiguous key ranges per file: Delta's min/max stats skip most files
+            .write.format("delta")
+            .mode("overwrite")
+            # replaceWhere is dynamic partition overwrite of exactly this bucket, which also empties
+            # the partition when the bucket is now empty, and Delta checks every row against it.
+            .option("replaceWhere", f"bucket = '{sql_string(delivery.source_bucket)}'")
+            .partitionBy("bucket")
+            .save(inventory_table)
         )
-    if figures["keyless_rows"]:
-        raise InventoryDataError(f"{where}: {figures['keyless_rows']} row(s) have no key")
-    if figures["incomplete_rows"]:
-        raise InventoryDataError(
-            f"{where}: {figures['incomplete_rows']} object row(s) lack Size or LastModifiedDate"
-        )
-    (
-        tag_owning_table(rows.where(is_current_version()), registry)
-        .orderBy("key")  # contiguous key ranges per file: Delta's min/max stats skip most files
-        .write.format("delta")
-        .mode("overwrite")
-        # replaceWhere is dynamic partition overwrite of exactly this bucket, which also empties
-        # the partition when the bucket is now empty, and Delta checks every row against it.
-        .option("replaceWhere", f"bucket = '{_sql_string(delivery.source_bucket)}'")
-        .partitionBy("bucket")
-        .save(inventory_table)
-    )
+        if usage_table:
+            write_usage(spark, usage, usage_table, delivery.source_bucket, delivery.inventory_date)
+    finally:
+        usage.unpersist()
     return figures
-
-
-def _sql_string(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) -> IngestResult:
@@ -204,7 +232,9 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
             outcome.data_files = len(delivery.files)
             outcome.inventory_taken_at = delivery.inventory_taken_at.isoformat()
             outcome.inventory_date = delivery.inventory_date
-            figures = load_delivery(spark, delivery, request.inventory_table, request.registry)
+            figures = load_delivery(
+                spark, delivery, request.inventory_table, request.registry, request.usage_table
+            )
             outcome.rows = figures["objects"]
             outcome.bytes = figures["bytes"]
             outcome.noncurrent_objects = figures["noncurrent_objects"]

@@ -172,6 +172,26 @@ def normalise(
     return raw.select(*[columns[f.name].cast(f.dataType).alias(f.name) for f in INVENTORY_TABLE_SCHEMA])
 
 
+def prefix_column(depth: int) -> Column:
+    """``bucket/`` plus the first ``depth`` folder components of the key, each ending in ``/``.
+
+    ``lake``, ``warehouse/events/day=1/part-0.parquet``, depth 2 -> ``lake/warehouse/events/``;
+    a key at the bucket root -> ``lake/``. The file name itself is never a prefix.
+    """
+    parts = F.split(F.col("key"), "/")
+    folders = F.slice(parts, 1, F.least(F.lit(depth), F.size(parts) - 1))
+    return F.concat(
+        F.col("bucket"),
+        F.lit("/"),
+        F.when(F.size(folders) > 0, F.concat(F.array_join(folders, "/"), F.lit("/"))).otherwise(F.lit("")),
+    )
+
+
+def sql_string(value: str) -> str:
+    """``value`` as the inside of a single-quoted Spark SQL string literal."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
 def is_current_version() -> Column:
     """Rows that are the current version of a live object (unversioned inventories: all rows)."""
     return F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False))

@@ -99,19 +99,40 @@ def text_lines(data: dict[str, Any]) -> list[str]:
             f"{money(b['monthly_cost'], currency):>14}  ({b['delete_markers']} delete markers)"
             for b in noncurrent["buckets"]
         ] or ["  (none recorded)"]
+        if noncurrent.get("prefixes"):
+            lines.append("  by owning table, or top-level prefix under no table:")
+            lines += [
+                f"    {p['bucket'] + ': ' + p['group']:36} {p['objects']:>12,} {p['bytes']:>18,} "
+                f"{size(p['bytes']):>11} {money(p['monthly_cost'], currency):>14}  ({p['delete_markers']} delete markers)"
+                for p in noncurrent["prefixes"]
+            ]
     lines += ["", "reclaimable by vacuum (newest dry run in vacuum_runs):"]
     lines += [
         f"  {r['table']:38} {r['files']:>12,} {_count(r['bytes']):>18} "
         f"{size(r['bytes']):>11} {money(r['monthly_cost'], currency):>14}  (dry run {r['run_at']})"
         for r in data["reclaimable"]
     ] or ["  (no dry run recorded)"]
+    points = data["trend"].get("points", [])
+    if data["trend"]:
+        lines += [
+            "",
+            f"trend, last {data['trend']['days']} days (from {', '.join(data['trend']['from']) or 'nothing'}, "
+            "at today's prices):",
+        ]
+        lines += [
+            f"  {p['date']:38} {p['objects']:>12,} {p['bytes']:>18,} {size(p['bytes']):>11} "
+            f"{money(p['monthly_cost'], currency):>14}"
+            + (f"  (carried forward: {', '.join(p['carried_forward'])})" if p["carried_forward"] else "")
+            for p in points
+        ] or ["  (no history yet)"]
     lines += [f"warning: {w}" for w in data["warnings"]]
     return lines
 
 
 def csv_rows(report: ChargebackReport) -> list[dict[str, Any]]:
     """One row per group, per group and storage class, per unowned prefix, per reclaimable
-    table, per noncurrent bucket, and the totals (``section`` says which)."""
+    table, per noncurrent bucket and table or prefix, per trend date, and the totals (``section``
+    says which)."""
     data = report.to_dict()
     rows: list[dict[str, Any]] = []
 
@@ -135,6 +156,10 @@ def csv_rows(report: ChargebackReport) -> list[dict[str, Any]]:
         add("unowned", prefix["prefix"], prefix)
     for bucket in data["noncurrent"].get("buckets", []):
         add("noncurrent", bucket["bucket"], bucket)
+    for prefix in data["noncurrent"].get("prefixes", []):
+        add("noncurrent_prefix", f"{prefix['bucket']}: {prefix['group']}", prefix)
+    for point in data["trend"].get("points", []):
+        add("trend", point["date"], point)
     for entry in data["reclaimable"]:
         add("reclaimable", entry["table"], {**entry, "objects": entry["files"]})
     add("total", "", data["totals"])
@@ -182,6 +207,56 @@ def _bar_chart(title: str, items: Sequence[tuple[str, float, str]], chart_id: st
     return f'<section id="{chart_id}"><h2>{html.escape(title)}</h2>{svg}</section>'
 
 
+def _line_chart(title: str, points: Sequence[dict[str, Any]], currency: str, chart_id: str) -> str:
+    """Monthly cost per date: the total and each owner, one polyline each, and the figures as a
+    table below (the numbers a reader checks)."""
+    if not points:
+        return f'<section id="{chart_id}"><h2>{html.escape(title)}</h2><p class="empty">no history yet</p></section>'
+    width, height, left, bottom, top = 640, 220, 70, 30, 12
+    owners = list(points[-1]["owners"])[: len(_PALETTE) - 1]
+    series = [("total", [p["monthly_cost"] for p in points])] + [
+        (name, [p["owners"].get(name, {}).get("monthly_cost", 0.0) for p in points]) for name in owners
+    ]
+    largest = max((v for _, values in series for v in values), default=0) or 1
+    step = (width - left - 10) / max(1, len(points) - 1)
+
+    def xy(index: int, value: float) -> str:
+        return f"{left + index * step:.1f},{top + (height - top - bottom) * (1 - value / largest):.1f}"
+
+    lines = []
+    for number, (name, values) in enumerate(series):
+        color = "#222" if name == "total" else _PALETTE[(number - 1) % len(_PALETTE)]
+        dots = "".join(
+            f'<circle cx="{xy(i, v).split(",")[0]}" cy="{xy(i, v).split(",")[1]}" r="3" fill="{color}">'
+            f"<title>{html.escape(name)} {html.escape(points[i]['date'])}: {html.escape(money(v, currency))}</title></circle>"
+            for i, v in enumerate(values)
+        )
+        lines.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="{3 if name == "total" else 2}" '
+            f'points="{" ".join(xy(i, v) for i, v in enumerate(values))}"/>{dots}'
+            f'<text x="{width + 6}" y="{14 + 16 * number}" fill="{color}">{html.escape(_short(name, 24))}</text>'
+        )
+    axis = (
+        f'<text x="{left - 6}" y="{top + 4}" text-anchor="end">{html.escape(money(largest, currency))}</text>'
+        f'<text x="{left - 6}" y="{height - bottom}" text-anchor="end">0</text>'
+        f'<text x="{left}" y="{height - 8}">{html.escape(points[0]["date"])}</text>'
+        f'<text x="{width - 10}" y="{height - 8}" text-anchor="end">{html.escape(points[-1]["date"])}</text>'
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#999"/>'
+    )
+    svg = (
+        f'<svg role="img" aria-label="{html.escape(title)}" width="{width + 200}" height="{height}" '
+        f'xmlns="http://www.w3.org/2000/svg">{axis}{"".join(lines)}</svg>'
+    )
+    figures = _table(
+        ["date", "objects", "bytes", "monthly cost"],
+        [
+            [p["date"], f"{p['objects']:,}", size(p["bytes"]), money(p["monthly_cost"], currency)]
+            for p in points
+        ],
+    )
+    return f'<section id="{chart_id}"><h2>{html.escape(title)}</h2>{svg}{figures}</section>'
+
+
 def _short(label: str, limit: int = 38) -> str:
     return label if len(label) <= limit else "…" + label[-(limit - 1) :]
 
@@ -214,6 +289,14 @@ def render_html(report: ChargebackReport, top: int = 15) -> str:
             f"{size(r['bytes'])}, {money(r['monthly_cost'], currency)}/month",
         )
         for r in data["reclaimable"]
+    ]
+    noncurrent_items = [
+        (
+            f"{p['bucket']}: {p['group']}",
+            p["monthly_cost"],
+            f"{money(p['monthly_cost'], currency)} ({size(p['bytes'])})",
+        )
+        for p in data["noncurrent"].get("prefixes", [])[:top]
     ]
     class_items = [
         (name, t.monthly_cost, f"{money(round(t.monthly_cost, 10), currency)} ({size(t.bytes)})")
@@ -279,6 +362,8 @@ svg text {{ font-size: 12px; }} svg text.value {{ fill: #333; }} .empty {{ color
 {_bar_chart("Storage class mix (cost)", class_items, "storage-classes")}
 {_bar_chart("Unowned objects by top-level prefix (cost)", cost_items(prefixes), "unowned-prefixes")}
 {_bar_chart("Reclaimable by vacuum, per table (bytes)", reclaim, "reclaimable")}
+{_bar_chart("Noncurrent versions by table or prefix (cost; no vacuum frees them)", noncurrent_items, "noncurrent")}
+{_line_chart(f"Trend: monthly cost, last {data['trend'].get('days', 0)} days (at today's prices)", data["trend"].get("points", []), currency, "trend")}
 <section id="groups"><h2>By {html.escape(data["by"])}</h2>{groups}</section>
 {f'<section class="warnings"><h2>Warnings</h2><ul>{warnings}</ul></section>' if warnings else ""}
 </body></html>

@@ -42,6 +42,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
 def _hours(text: str) -> float:
     try:
         value = float(text)
@@ -80,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--inventory-table", required=True, help="location of the inventory Delta table")
     ingest.add_argument("--tables", help="tables.yaml, to tag each object with its owning table")
     ingest.add_argument("--runs-table", help="inventory_runs history location (default: beside the table)")
+    ingest.add_argument(
+        "--usage-table",
+        help="inventory_usage location: noncurrent versions and the chargeback's trend (default: beside the table)",
+    )
     ingest.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
     snapshot = commands.add_parser("snapshot", help="write an S3 Inventory delivery from a live listing")
@@ -149,6 +159,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-table", help="inventory_runs location (default: beside the inventory table)"
     )
     chargeback.add_argument(
+        "--usage-table",
+        help="inventory_usage location, written by ingest (default: beside the inventory table)",
+    )
+    chargeback.add_argument(
+        "--trend-days",
+        type=_non_negative_int,
+        default=30,
+        help="days of history in the trend (default %(default)s; 0: no trend)",
+    )
+    chargeback.add_argument(
         "--reclaimable",
         action="store_true",
         help="compute what a vacuum would delete now (a vacuum dry run of every enabled table), "
@@ -206,6 +226,7 @@ def _ingest(args: argparse.Namespace, output: Output) -> int:
         inventory_date=args.date,
         registry=registry,
         runs_table=args.runs_table or default_history_location(args.inventory_table, "inventory_runs"),
+        usage_table=args.usage_table or default_history_location(args.inventory_table, "inventory_usage"),
     )
     spark = build_spark_session("inventory-vacuum ingest")
     result = ingest(spark, s3_client(), request, run_id=_run_id())
@@ -312,6 +333,7 @@ def _protected_paths(
         history_table,
         ledger_table,
         default_history_location(inventory_table, "inventory_runs"),
+        default_history_location(inventory_table, "inventory_usage"),
         *[t.path for t in registry.tables],
         *([tables_file] if "://" in tables_file else []),
     )
@@ -364,6 +386,8 @@ def _chargeback(args: argparse.Namespace, out: TextIO) -> int:
         else None,
         inventory_runs_table=args.runs_table
         or default_history_location(args.inventory_table, "inventory_runs"),
+        usage_table=args.usage_table or default_history_location(args.inventory_table, "inventory_usage"),
+        trend_days=args.trend_days,
     )
     text = render(report, args.format)
     if args.output:

@@ -131,6 +131,7 @@ def run_demo(workdir: str, output: Output) -> int:
                 inventory_table=inventory_table,
                 registry=registry,
                 runs_table=f"s3://{INVENTORY}/tables/inventory_runs",
+                usage_table=f"s3://{INVENTORY}/tables/inventory_usage",
             ),
             run_id="demo",
         )
@@ -166,6 +167,7 @@ def _chargeback(spark: Any, inventory_table: str, registry: Any, history: str, f
         load_prices(),
         vacuum_runs_table=history,
         inventory_runs_table=f"s3://{INVENTORY}/tables/inventory_runs",
+        usage_table=f"s3://{INVENTORY}/tables/inventory_usage",
     )
     (folder / "chargeback.html").write_text(render_html(report), encoding="utf-8")
     return report

@@ -15,7 +15,7 @@ import csv
 import io
 import json
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,9 @@ from inventory.chargeback import (
     sql_text,
 )
 from inventory.errors import ConfigError, UsageError
+from inventory.paths import StorageLocation
 from inventory.registry import parse_registry
+from inventory.report_writer import snapshot_bucket
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.chargeback_output import money, render_html, render_text
 from tests.helpers import cli, cli_json
@@ -431,9 +433,14 @@ def test_html_report_renders_in_headless_chromium(spark, world, tmp_path: Path) 
     dom = subprocess.run(
         [*common, "--dump-dom", page.as_uri()], check=True, timeout=120, capture_output=True, text=True
     ).stdout
-    assert money(report.to_dict()["totals"]["monthly_cost"]) in dom
-    for group in report.to_dict()["groups"]:
+    data = report.to_dict()
+    assert money(data["totals"]["monthly_cost"]) in dom
+    for group in data["groups"]:
         assert money(group["monthly_cost"]) in dom
+    assert data["trend"]["points"], "the trend (from the inventory table's versions) is on the page"
+    for point in data["trend"]["points"]:
+        assert f"<td>{point['date']}</td>" in dom and money(point["monthly_cost"]) in dom
+    assert money(data["noncurrent"]["monthly_cost"]) in dom
 
 
 def test_reclaimable_computed_now_is_what_a_vacuum_dry_run_plans(spark, lake_with_junk) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
@@ -456,3 +463,75 @@ def test_reclaimable_computed_now_is_what_a_vacuum_dry_run_plans(spark, lake_wit
         "computed",
     )
     assert entry["bytes"] > 0 and entry["monthly_cost"] > 0
+
+
+def test_ingest_keeps_noncurrent_per_prefix_and_the_trend(spark, s3, bucket_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The usage rows written at ingest: noncurrent versions per table or prefix, priced by their
+    class; one trend point per inventory date, not doubled by a second ingest on the same day; the
+    newest point is the chargeback's own total; without the usage table, time travel."""
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    s3.put_bucket_versioning(Bucket=source, VersioningConfiguration={"Status": "Enabled"})
+    tables = tmp_path / "tables.yaml"
+    tables.write_text(f"tables:\n  - {{name: events, path: s3://{source}/warehouse/events, owner: growth}}\n")
+    table = f"s3://{inventory}/tables/inventory"
+    s3.put_object(Bucket=source, Key="warehouse/events/a", Body=b"a" * 3_000)
+    s3.put_object(Bucket=source, Key="warehouse/events/a", Body=b"a" * 2_000)  # 3,000 noncurrent
+    s3.put_object(Bucket=source, Key="tmp/x", Body=b"x" * 70)
+    s3.put_object(Bucket=source, Key="tmp/y", Body=b"y" * 5, StorageClass="STANDARD_IA")
+    s3.delete_object(Bucket=source, Key="tmp/x")  # 70 noncurrent, 1 delete marker
+    s3.delete_object(Bucket=source, Key="tmp/y")  # 5 noncurrent in STANDARD_IA: billed as 128 KB
+    now = datetime.now(UTC).replace(microsecond=0)
+    ingest = ("ingest", "--destination", f"s3://{inventory}/reports", "--source-bucket", source)
+    ingest += ("--config-id", "daily", "--inventory-table", table, "--tables", str(tables))
+    snapshot = {"versions": "all", "file_format": "parquet"}
+    destination = StorageLocation.parse(f"s3://{inventory}/reports")
+    snapshot_bucket(s3, source, destination, "daily", taken_at=now - timedelta(days=2), **snapshot)
+    assert cli_json(*ingest)[0] == 0
+    s3.put_object(Bucket=source, Key="warehouse/events/b", Body=b"b" * 1_000)
+    snapshot_bucket(s3, source, destination, "daily", taken_at=now - timedelta(hours=1), **snapshot)
+    for _ in range(2):  # a second ingest of the same delivery replaces its usage rows
+        assert cli_json(*ingest)[0] == 0
+
+    report = ("chargeback", "--inventory-table", table, "--tables", str(tables), "--format", "json")
+    code, text = cli(*report, "--by", "table")
+    assert code == 0, text
+    data = json.loads(text)
+    noncurrent = data["noncurrent"]
+    assert noncurrent["from"] == "inventory_usage" and noncurrent["priced_as"] == "storage class"
+    by_group = {p["group"]: p for p in noncurrent["prefixes"]}
+    assert set(by_group) == {"events", f"{source}/tmp/"}
+    assert (by_group["events"]["objects"], by_group["events"]["bytes"], by_group["events"]["owner"]) == (
+        1,
+        3_000,
+        "growth",
+    )
+    assert (by_group[f"{source}/tmp/"]["objects"], by_group[f"{source}/tmp/"]["delete_markers"]) == (2, 2)
+    assert by_group[f"{source}/tmp/"]["monthly_cost"] == pytest.approx(
+        (70 * 0.023 + 128 * 1024 * 0.0125) / GIB, abs=1e-10
+    )
+    assert (noncurrent["objects"], noncurrent["bytes"], noncurrent["delete_markers"]) == (3, 3_075, 2)
+
+    trend = data["trend"]
+    assert trend["from"] == ["inventory_usage"]
+    points = {p["date"]: p for p in trend["points"]}
+    assert list(points) == [
+        (now - timedelta(days=2)).date().isoformat(),
+        (now - timedelta(hours=1)).date().isoformat(),
+    ]
+    older, newer = trend["points"]
+    assert (older["objects"], older["bytes"]) == (1, 2_000)
+    assert (
+        (newer["objects"], newer["bytes"])
+        == (data["totals"]["objects"], data["totals"]["bytes"])
+        == (2, 3_000)
+    )
+    assert newer["monthly_cost"] == pytest.approx(data["totals"]["monthly_cost"], abs=1e-12)
+    assert newer["owners"]["growth"]["bytes"] == 3_000 and newer["tables"]["events"]["bytes"] == 3_000
+
+    code, text = cli(*report, "--usage-table", f"s3://{inventory}/tables/none_here")
+    assert code == 0, text
+    travelled = json.loads(text)
+    assert travelled["noncurrent"]["from"] == "inventory_runs"
+    assert travelled["trend"]["from"] == ["time_travel"]
+    # every ingest was committed today: the newest version of today holds the newest delivery
+    assert [(p["date"], p["bytes"]) for p in travelled["trend"]["points"]] == [(newer["date"], 3_000)]

@@ -1,0 +1,182 @@
+"""The usage aggregate: objects and bytes per bucket, inventory date, owning table, top-level
+prefix, storage class and version state (``current``, ``noncurrent``, ``delete_marker``).
+
+The inventory table holds current versions only, as Delta's ``USING INVENTORY`` needs, and only
+the newest delivery of each bucket. What the chargeback needs beyond that is kept here, small:
+
+- **noncurrent versions and delete markers**, priced on their own rows (they cost money and no
+  vacuum frees them);
+- **the trend**: one set of rows per bucket and inventory date, so bytes and cost per table and
+  owner can be followed over time without keeping every delivery.
+
+Ingest computes it in the same Spark job that checks the delivery (no extra pass over the data)
+and replaces the rows of its bucket and inventory date, so a second ingest on the same day
+replaces, never doubles. For days before this table existed, :func:`usage_from_inventory_versions`
+rebuilds the current rows from older versions of the inventory table (Delta time travel), as far
+as they are kept.
+
+Objects under 128 KB are counted apart (``small_objects``, ``small_bytes``): that is AWS's
+minimum billable size for the IA classes and Glacier Instant Retrieval, and the smallest size
+Intelligent-Tiering monitors, so the chargeback can apply both to aggregated rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from inventory.errors import spark_error_summary
+from inventory.schema import is_current_version, prefix_column, sql_string
+
+log = logging.getLogger("inventory_vacuum")
+
+SMALL_OBJECT_BYTES = 128 * 1024
+CURRENT = "current"
+NONCURRENT = "noncurrent"
+DELETE_MARKER = "delete_marker"
+
+USAGE_KEYS = (
+    "bucket",
+    "inventory_date",
+    "inventory_taken_at",
+    "state",
+    "table",
+    "prefix",
+    "storage_class",
+    "intelligent_tiering_access_tier",
+)
+USAGE_SCHEMA = StructType(
+    [
+        StructField("bucket", StringType()),
+        StructField("inventory_date", DateType()),
+        StructField("inventory_taken_at", TimestampType()),
+        StructField("state", StringType()),
+        StructField("table", StringType()),
+        StructField("prefix", StringType()),
+        StructField("storage_class", StringType()),
+        StructField("intelligent_tiering_access_tier", StringType()),
+        StructField("objects", LongType()),
+        StructField("bytes", LongType()),
+        StructField("small_objects", LongType()),
+        StructField("small_bytes", LongType()),
+    ]
+)
+USAGE_SUMS = ("objects", "bytes", "small_objects", "small_bytes")
+_OPTIONAL_COLUMNS = {
+    "intelligent_tiering_access_tier": StringType(),
+    "is_latest": BooleanType(),
+    "is_delete_marker": BooleanType(),
+    "table": StringType(),
+}
+
+
+def state_column() -> Column:
+    """``current``, ``noncurrent`` or ``delete_marker`` (unversioned inventories: all current)."""
+    return (
+        F.when(is_current_version(), F.lit(CURRENT))
+        .when(F.coalesce(F.col("is_delete_marker"), F.lit(False)), F.lit(DELETE_MARKER))
+        .otherwise(F.lit(NONCURRENT))
+    )
+
+
+def usage_aggregate(rows: DataFrame, *extra: Column) -> DataFrame:
+    """Sum rows in the inventory table's schema (``table`` tagged) into :data:`USAGE_SCHEMA` rows.
+
+    ``extra`` aggregates (e.g. the ingest's row checks) are computed in the same pass.
+    """
+    length = F.coalesce(F.col("length"), F.lit(0)).cast("long")
+    small = F.col("length").isNotNull() & (length < SMALL_OBJECT_BYTES)
+    keyed = rows.select(
+        *[c for c in rows.columns if c not in ("state", "prefix")],
+        state_column().alias("state"),
+        prefix_column(1).alias("prefix"),
+    )
+    return keyed.groupBy(*USAGE_KEYS).agg(
+        F.count(F.lit(1)).alias("objects"),
+        F.sum(length).alias("bytes"),
+        F.count(F.when(small, 1)).alias("small_objects"),
+        F.sum(F.when(small, length).otherwise(0)).alias("small_bytes"),
+        *extra,
+    )
+
+
+def write_usage(
+    spark: SparkSession, usage: DataFrame, location: str, bucket: str, inventory_date: str
+) -> None:
+    """Replace the rows of ``bucket`` and ``inventory_date`` with ``usage`` (one Delta commit).
+
+    The usage table is derived data: a failure here is logged, never fails the ingest.
+    """
+    condition = f"bucket = '{sql_string(bucket)}' AND inventory_date = DATE'{inventory_date}'"
+    try:
+        (
+            usage.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in USAGE_SCHEMA])
+            .coalesce(1)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("replaceWhere", condition)
+            .partitionBy("bucket")
+            .save(location)
+        )
+    except Exception as error:
+        log.warning(
+            "could not write the usage rows of bucket %s, %s, to %s: %s",
+            bucket,
+            inventory_date,
+            location,
+            spark_error_summary(error),
+        )
+
+
+def read_usage(spark: SparkSession, location: str) -> DataFrame | None:
+    """The usage table, or None when there is none (yet) at ``location``."""
+    try:
+        frame = spark.read.format("delta").load(location)
+        missing = [f.name for f in USAGE_SCHEMA if f.name not in frame.columns]
+    except Exception as error:
+        log.info("no usage table at %s (%s)", location, spark_error_summary(error)[:120])
+        return None
+    if missing:
+        log.warning("%s is not a usage table (no column %s): not read", location, ", ".join(missing))
+        return None
+    return frame
+
+
+def usage_from_inventory_versions(
+    spark: SparkSession, inventory_table: str, versions: Sequence[int]
+) -> DataFrame | None:
+    """Current usage rows rebuilt from older versions of the inventory table (Delta time travel),
+    one Spark job for all of them, with a ``version`` column; None when none can be read.
+
+    A version whose files a VACUUM of the inventory table removed is left out with a warning.
+    """
+    frames = []
+    for version in versions:
+        try:
+            frame = spark.read.format("delta").option("versionAsOf", version).load(inventory_table)
+            frame.columns  # noqa: B018 - resolves the version now, inside the try
+        except Exception as error:
+            log.warning("inventory table %s version %d not readable: %s", inventory_table, version, error)
+            continue
+        for name, data_type in _OPTIONAL_COLUMNS.items():
+            if name not in frame.columns:  # an inventory table from an older version of this tool
+                frame = frame.withColumn(name, F.lit(None).cast(data_type))
+        frames.append(usage_aggregate(frame).withColumn("version", F.lit(version)))
+    if not frames:
+        return None
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
