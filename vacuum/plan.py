@@ -52,6 +52,11 @@ def is_hidden_component(
     return hidden
 
 
+def rows_under(inventory: DataFrame, location: StorageLocation) -> DataFrame:
+    """Every inventory row of the table's bucket whose key lies under ``<table path>/``."""
+    return inventory.where((F.col("bucket") == location.bucket) & F.col("key").startswith(f"{location.key}/"))
+
+
 def table_objects(inventory: DataFrame, location: StorageLocation) -> DataFrame:
     """The current-version objects under ``<table path>/``, with ``relative_path`` (the key below
     the table) and its ``components``; ``/``-terminated keys and keys with ``//`` left out (S3
@@ -59,10 +64,9 @@ def table_objects(inventory: DataFrame, location: StorageLocation) -> DataFrame:
     """
     prefix = f"{location.key}/"
     return (
-        inventory.where(
-            (F.col("bucket") == location.bucket)
-            & F.col("key").startswith(prefix)
-            & is_current_version()
+        rows_under(inventory, location)
+        .where(
+            is_current_version()
             & ~F.col("key").endswith("/")
             & ~F.col("key").contains("//")
             & F.col("length").isNotNull()
@@ -215,11 +219,10 @@ def inventory_figures(
 ) -> InventoryFigures:
     """Objects under the table's path and the nested Delta tables below it (one Spark job over
     the table's keys), with the bucket's :func:`bucket_figures` (computed here unless given)."""
-    prefix = f"{location.key}/"
     objects = table_objects(inventory, location)
     nested = objects.select(nested_table_root().alias("root")).where(F.col("root").isNotNull())
     row = (
-        inventory.where((F.col("bucket") == location.bucket) & F.col("key").startswith(prefix))
+        rows_under(inventory, location)
         .agg(F.count(F.lit(1)).alias("objects"))
         .crossJoin(nested.agg(F.collect_set("root").alias("roots")))
         .first()

@@ -50,6 +50,7 @@ from vacuum.plan import (
     inventory_slice,
     live_candidates,
     not_slice_files,
+    rows_under,
     table_objects,
     temporary_view,
     under_any,
@@ -423,7 +424,29 @@ def _inventory_slice(
     bucket_wide = (
         context.figures_of_bucket(inventory, location.bucket) if options.mode == "inventory" else None
     )
-    figures = inventory_figures(inventory, location, bucket_wide)
+    # the table's rows of the pinned inventory, read once: the figures and the classification
+    # both read them (each read of the Delta table would plan its file skipping anew)
+    under = rows_under(inventory, location).persist()
+    try:
+        return _gated_slice(
+            spark, location, state, options, protected_prefixes, live_files, run, under, bucket_wide
+        )
+    finally:
+        under.unpersist()
+
+
+def _gated_slice(
+    spark: SparkSession,
+    location: StorageLocation,
+    state: TableState,
+    options: VacuumOptions,
+    protected_prefixes: Sequence[str],
+    live_files: DataFrame,
+    run: TableRun,
+    under: DataFrame,
+    bucket_wide: tuple[int | None, int | None] | None,
+) -> DataFrame:
+    figures = inventory_figures(under, location, bucket_wide)
     taken_at = figures.inventory_taken_at
     if taken_at is not None:
         run.inventory_taken_at = taken_at.isoformat()
@@ -448,7 +471,7 @@ def _inventory_slice(
     nested_roots = _not_protected(figures.nested_roots, protected_prefixes)
     _step(spark, "classify objects")
     classified = classify_objects(
-        table_objects(inventory, location),
+        table_objects(under, location),
         state,
         nested_roots=nested_roots,
         protected_prefixes=protected_prefixes,
