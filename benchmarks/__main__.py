@@ -1,0 +1,42 @@
+"""Every benchmark in one command, at sizes that finish in about 15 minutes on a quiet 2-core machine.
+
+    .venv/bin/python -m benchmarks                 # all four, the quick sizes below
+    .venv/bin/python -m benchmarks --full          # each benchmark's own default sizes (about an hour)
+
+Each benchmark runs in its own process (its own JVM and local S3 server), one after the other, and
+writes its results to ``benchmarks/results/``; the exit code is the first non-zero one. Larger
+sizes are each script's flags (``python -m benchmarks.vacuum_at_scale --files 100000``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+QUICK = (
+    ("vacuum_at_scale", ["--files", "10000"]),
+    ("many_tables", ["--tables", "30", "--parallel", "1,4"]),
+    ("ingest_rate", ["--rows", "1000000", "--formats", "parquet,csv"]),
+    ("chargeback_rate", ["--rows", "1000000"]),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="each benchmark's own default sizes")
+    args = parser.parse_args(argv)
+    status = 0
+    for name, quick in QUICK:
+        command = [sys.executable, "-m", f"benchmarks.{name}", *([] if args.full else quick)]
+        print(f"== {' '.join(command[1:])}", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        code = subprocess.run(command, check=False).returncode
+        print(f"== {name}: exit {code} after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+        status = status or code
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
