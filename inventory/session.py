@@ -21,7 +21,8 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark import SparkContext
@@ -91,6 +92,10 @@ def build_spark_session(
     the defaults here; ``extra_conf`` wins over both. Python workers run :func:`worker_python`, and
     on a cluster master the package is shipped to the executors (:func:`ship_package`).
 
+    When Python starts the JVM itself, the JVM logs with the package's ``log4j2.properties``
+    (warnings and errors), and with ``INVENTORY_VACUUM_JVM_LOG=FILE`` everything the JVM prints
+    (Ivy's resolution report, SLF4J's and log4j's lines) goes to FILE instead of the terminal.
+
     Example::
 
         spark = build_spark_session("ingest", {"spark.sql.shuffle.partitions": "8"})
@@ -128,15 +133,54 @@ def build_spark_session(
             builder = builder.config(key, value)
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
+    log4j = _log4j_properties()
+    if log4j and "spark.driver.extraJavaOptions" not in submitted and not _jvm_running():
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
     if "spark.jars.packages" not in submitted and "spark.jars" not in submitted:
         builder = configure_spark_with_delta_pip(builder, extra_packages=[HADOOP_AWS_PACKAGE])
-    spark = builder.getOrCreate()
+    with _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("INVENTORY_VACUUM_SPARK_LOG_LEVEL", "ERROR"))
     context = spark.sparkContext
     # PySpark reads only PYSPARK_PYTHON (default: python3 from PATH) when it starts the JVM itself.
     context.pythonExec = worker_python(context.getConf().get("spark.pyspark.python"))
     ship_package(context)
     return spark
+
+
+def _jvm_running() -> bool:
+    return SparkContext._jvm is not None  # type: ignore[attr-defined]
+
+
+def _log4j_properties() -> str | None:
+    """The package's log4j2 configuration as a file path (None when imported from a zip)."""
+    path = Path(__file__).resolve().parent / "log4j2.properties"
+    return str(path) if path.is_file() else None
+
+
+@contextmanager
+def _jvm_output_to(path: str | None) -> Iterator[None]:
+    """While the JVM starts, point this process's stdout and stderr at ``path`` (appended): the JVM
+    keeps the descriptors it starts with, so all it prints goes there for its whole life. Python's
+    own output is back on the terminal as soon as the JVM is up."""
+    if not path:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for descriptor in (*saved, target):
+            os.close(descriptor)
 
 
 def worker_python(configured: str | None = None, environ: Mapping[str, str] | None = None) -> str:
@@ -206,9 +250,13 @@ def _submitted_conf() -> dict[str, str]:
         conf["spark.jars.packages"] = "set"
     if "--jars" in raw:
         conf["spark.jars"] = "set"
-    if os.environ.get("SPARK_ENV_LOADED") or os.environ.get("PYSPARK_GATEWAY_PORT"):
-        # Running under spark-submit: the launcher already holds the cluster's configuration.
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Running under spark-submit: the launcher's JVM already holds the cluster's configuration
+        # (--master, --conf, spark-defaults) as system properties. A SparkConf reads them only once
+        # Python is connected to that JVM; without the connection it is empty, and the local-mode
+        # defaults below would silently replace spark-submit's --master.
         from pyspark import SparkConf
 
+        SparkContext._ensure_initialized()  # type: ignore[attr-defined]
         conf.update(dict(SparkConf().getAll()))
     return conf
