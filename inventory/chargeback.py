@@ -47,6 +47,7 @@ from inventory.usage import (
     CURRENT,
     DELETE_MARKER,
     SMALL_OBJECT_BYTES,
+    USAGE_SCHEMA,
     USAGE_SUMS,
     read_usage,
     usage_from_inventory_versions,
@@ -150,7 +151,10 @@ def load_prices(path: str | None = None) -> PriceTable:
     """
     source = path or default_prices_file()
     try:
-        text = Path(source).read_text(encoding="utf-8")
+        if path is None:  # package data, also inside a zip shipped with --py-files (no real file)
+            text = (resources.files("inventory") / "prices" / DEFAULT_PRICES).read_text(encoding="utf-8")
+        else:
+            text = Path(source).read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"cannot read price file {source}: {error.strerror}") from None
     return parse_prices(text, source)
@@ -264,10 +268,16 @@ def parse_group_by(text: str) -> GroupBy:
 
 
 def owner_column(registry: TableRegistry | None) -> Column:
-    """The owner of each object's table from tables.yaml; ``unowned`` for objects of no table."""
+    """The owner of each object's table from tables.yaml; ``unowned`` for objects of no table.
+
+    One map lookup, not a CASE per table: thousands of tables would nest thousands of
+    expressions deep (a StackOverflowError in Spark's analyzer at about a thousand).
+    """
+    owners = sorted({t.name: t.owner for t in registry.tables}.items()) if registry else []
     owner: Column = F.lit(UNKNOWN_OWNER)
-    for table in (registry.tables if registry else ())[::-1]:
-        owner = F.when(F.col("table") == table.name, F.lit(table.owner)).otherwise(owner)
+    if owners:
+        mapping = F.create_map(*[F.lit(value) for pair in owners for value in pair])
+        owner = F.coalesce(F.try_element_at(mapping, F.col("table")), owner)
     return F.when(F.col("table").isNull(), F.lit(UNOWNED)).otherwise(owner)
 
 
@@ -869,24 +879,46 @@ def trend(
         first = current.agg(F.min("inventory_date")).first()
         first_usage_date = first[0] if first else None
         if first_usage_date is not None:
-            frames.append(current.withColumn("version", F.lit(_USAGE_RANK)))
+            columns = [f.name for f in USAGE_SCHEMA]
+            frames.append(current.select(*columns).withColumn("version", F.lit(_USAGE_RANK)))
             sources.append("inventory_usage")
     versions = _versions_to_backfill(spark, inventory_table, since, first_usage_date, report.warnings)
     backfill = usage_from_inventory_versions(spark, inventory_table, versions) if versions else None
     if backfill is not None:
         frames.append(backfill.where(F.col("state") == CURRENT))
         sources.append("time_travel")
-    if not frames:
-        return {"from": [], "days": days, "points": []}
-    rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     top = [name for name, _ in _ranked({k: v for k, v in report.by_table.items() if k != UNOWNED})][
         :TREND_TOP_TABLES
     ]
+    try:
+        collected = _trend_rows(frames, registry, top)
+    except Exception as error:  # an old version's files removed by a VACUUM of the inventory table
+        if backfill is None:
+            raise
+        report.warnings.append(
+            f"trend: older inventory-table versions not readable, left out: {spark_error_summary(error)[:160]}"
+        )
+        frames, sources = frames[:-1], sources[:-1]
+        collected = _trend_rows(frames, registry, top)
+    return _trend_points(collected, prices, report.warnings, days, sources)
+
+
+_USAGE_RANK = 1 << 62  # the usage table's rows win over any time-travelled version of the same date
+
+
+def _trend_rows(frames: Sequence[DataFrame], registry: TableRegistry | None, top: Sequence[str]) -> list[Any]:
+    """Current usage per bucket, date, class, owner and top table: of each bucket and date, only
+    the rows of its best source (the usage table, else the newest inventory-table version)."""
+    if not frames:
+        return []
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
     chosen = rows.join(
         rows.groupBy("bucket", "inventory_date").agg(F.max("version").alias("version")),
         ["bucket", "inventory_date", "version"],
     )
-    collected = (
+    return (
         chosen.select(
             "bucket",
             "inventory_date",
@@ -909,14 +941,6 @@ def trend(
         .agg(*[F.sum(name).alias(name) for name in USAGE_SUMS])
         .collect()
     )
-    try:
-        return _trend_points(collected, prices, report.warnings, days, sources)
-    except Exception as error:  # pragma: no cover - a bug here must not lose the chargeback
-        report.warnings.append(f"trend not computed: {error}")
-        return {"from": sources, "days": days, "points": []}
-
-
-_USAGE_RANK = 1 << 62  # the usage table's rows win over any time-travelled version of the same date
 
 
 def _versions_to_backfill(
