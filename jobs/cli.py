@@ -180,6 +180,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true")
 
     commands.add_parser("fetch-jars", help="download the Delta and hadoop-aws jars into the local cache")
+
+    iam_policy = commands.add_parser(
+        "iam-policy", help="print the S3 IAM policy of a job's role (what infra/terraform grants)"
+    )
+    iam_policy.add_argument(
+        "--tables", required=True, help="tables.yaml: the tables the vacuum may delete in"
+    )
+    iam_policy.add_argument("--inventory-table", required=True)
+    iam_policy.add_argument("--role", default="vacuum", choices=["vacuum", "ingest", "chargeback"])
+    iam_policy.add_argument("--destination", help="s3://BUCKET/PREFIX of the deliveries (--role ingest)")
     return parser
 
 
@@ -200,6 +210,7 @@ def run(argv: Sequence[str] | None, out: TextIO) -> int:
             "chargeback": lambda parsed, _: _chargeback(parsed, out),
             "demo": _demo,
             "fetch-jars": _fetch_jars,
+            "iam-policy": lambda parsed, _: _iam_policy(parsed, out),
         }[args.command]
         return handler(args, output)
     except InventoryVacuumError as error:
@@ -426,6 +437,33 @@ def _fetch_jars(args: argparse.Namespace, output: Output) -> int:
         f"/tmp/inventory-vacuum-jar-check-{uuid.uuid4()}"
     )
     print("Delta and hadoop-aws jars are in the local Ivy cache", file=sys.stderr)
+    return 0
+
+
+def _iam_policy(args: argparse.Namespace, out: TextIO) -> int:
+    import json
+
+    from inventory.iam import role_policy
+    from inventory.registry import load_registry
+
+    if args.role == "ingest" and not args.destination:
+        raise UsageError("--role ingest needs --destination s3://BUCKET/PREFIX")
+    policy = role_policy(
+        args.role,
+        load_registry(args.tables),
+        args.inventory_table,
+        destination=args.destination,
+        tables_file=args.tables,
+    )
+    size = len(json.dumps(policy, separators=(",", ":")))
+    if size > 6144:
+        print(
+            f"inventory-vacuum iam-policy: {size} characters, over IAM's 6,144 for a managed policy: "
+            "split the per-table statements over several policies (infra/terraform does)",
+            file=sys.stderr,
+        )
+    out.write(json.dumps(policy, indent=2) + "\n")
+    out.flush()
     return 0
 
 
