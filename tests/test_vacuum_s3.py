@@ -342,7 +342,7 @@ def test_writer_committing_during_the_vacuum_loses_nothing(spark, s3, lake):
 
     def writer() -> None:
         batch = 0
-        while not stop.is_set() and batch < 5:
+        while not stop.is_set() and batch < 3:
             spark.createDataFrame([(1000 + batch, "2024-01-03")], "id bigint, day string").write.format(
                 "delta"
             ).mode("append").save(lake["uri"])
