@@ -15,9 +15,7 @@ counted from Spark's status tracker.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -25,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import jvm_output_on_stderr, write_results
 from benchmarks.vacuum_at_scale import machine, run_header
 
 log = logging.getLogger("benchmarks.chargeback_rate")
@@ -91,17 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     log.setLevel(logging.INFO)
-    sys.stdout.flush()
-    saved_stdout = os.dup(1)
-    os.dup2(2, 1)  # the JVM prints to fd 1
-    with tempfile.TemporaryDirectory(prefix="chargeback-rate-") as folder:
+    with jvm_output_on_stderr(), tempfile.TemporaryDirectory(prefix="chargeback-rate-") as folder:
         document = run(args.rows, Path(folder))
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "chargeback_rate.json").write_text(json.dumps(document, indent=2) + "\n")
-    text = markdown(document)
-    (args.output / "chargeback_rate.md").write_text(text)
-    sys.stdout.flush()
-    os.dup2(saved_stdout, 1)
+        text = markdown(document)
+        write_results(args.output, "chargeback_rate", document, text)
     print(text)
     return 0
 

@@ -13,9 +13,7 @@ the measured ingests are the steady state.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import random
 import sys
 import time
@@ -24,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import jvm_output_on_stderr, write_results
 from benchmarks.vacuum_at_scale import machine, run_header
 
 log = logging.getLogger("benchmarks.ingest_rate")
@@ -64,23 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     log.setLevel(logging.INFO)
-    sys.stdout.flush()
-    saved_stdout = os.dup(1)
-    os.dup2(2, 1)  # the JVM prints to fd 1
     from inventory.local_s3 import LocalS3Server
 
-    server = LocalS3Server().start()
-    server.use_in_environment()
-    try:
-        document = run(args)
-    finally:
-        server.stop()
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "ingest_rate.json").write_text(json.dumps(document, indent=2) + "\n")
-    text = markdown(document)
-    (args.output / "ingest_rate.md").write_text(text)
-    sys.stdout.flush()
-    os.dup2(saved_stdout, 1)
+    with jvm_output_on_stderr():
+        server = LocalS3Server().start()
+        server.use_in_environment()
+        try:
+            document = run(args)
+        finally:
+            server.stop()
+        text = markdown(document)
+        write_results(args.output, "ingest_rate", document, text)
     print(text)
     return 0
 

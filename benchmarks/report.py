@@ -1,9 +1,38 @@
-"""Render a vacuum-at-scale result document: a Markdown table with ratios, and PNG plots."""
+"""Render a vacuum-at-scale result document: a Markdown table with ratios, and PNG plots; and
+what every benchmark shares: its results written to ``results/``, and the JVM kept off stdout."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+
+@contextmanager
+def jvm_output_on_stderr() -> Iterator[None]:
+    """Point stdout at stderr while the benchmark runs: the JVM prints to fd 1, and the Markdown
+    table printed afterwards should be the only thing on stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def write_results(output: Path, name: str, document: dict[str, Any], text: str) -> None:
+    """``output/<name>.json`` (the whole document) and ``output/<name>.md`` (``text``)."""
+    output.mkdir(parents=True, exist_ok=True)
+    (output / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
+    (output / f"{name}.md").write_text(text)
+
 
 REFERENCES = ("inventory-batch", "delta-rs")
 _SHORT = {

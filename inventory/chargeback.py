@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, StringType
+from pyspark.sql.types import BooleanType, DateType, StringType
 
 from inventory.errors import ConfigError, InventoryTableError, UsageError, spark_error_summary
 from inventory.registry import TableRegistry
@@ -331,6 +331,7 @@ def priced_objects(
     minimum = _by_rule(key, prices, "minimum_billable_bytes", 0).cast("long")
     return inventory.select(
         group_column(by, registry).alias("group"),
+        F.struct("bucket", "inventory_date").alias("bucket_date"),
         F.col("table"),
         F.when(F.col("table").isNull(), prefix_column(1)).alias("unowned_prefix"),
         key.alias("price_key"),
@@ -365,6 +366,7 @@ def aggregate(objects: DataFrame) -> DataFrame:
         F.sum("standard_overhead_bytes").alias("standard_overhead_bytes"),
         F.sum("monitored").alias("monitored_objects"),
         F.sum("untiered").alias("untiered_objects"),
+        F.collect_set("bucket_date").alias("bucket_dates"),
     )
 
 
@@ -393,6 +395,7 @@ def read_inventory_for_chargeback(spark: SparkSession, location: str) -> DataFra
         ("intelligent_tiering_access_tier", StringType()),
         ("is_latest", BooleanType()),
         ("is_delete_marker", BooleanType()),
+        ("inventory_date", DateType()),
     ):
         if name not in columns:
             frame = frame.withColumn(name, F.lit(None).cast(data_type))
@@ -470,6 +473,8 @@ class ChargebackReport:
     noncurrent: dict[str, Any] = field(default_factory=dict)
     trend: dict[str, Any] = field(default_factory=dict)
     reclaimable: list[dict[str, Any]] = field(default_factory=list)
+    # the inventory date of each bucket's delivery in the inventory table (from the aggregation)
+    bucket_dates: dict[str, Any] = field(default_factory=dict)
     totals: Tally = field(default_factory=Tally)
     warnings: list[str] = field(default_factory=list)
 
@@ -542,13 +547,31 @@ def chargeback(
         inventory_table=inventory_table,
     )
     _price_rows([r.asDict() for r in rows], prices, registry, report)
+    for row in rows:
+        for pair in row["bucket_dates"] or ():
+            known = report.bucket_dates.get(pair["bucket"])
+            if known is None or (pair["inventory_date"] is not None and pair["inventory_date"] > known):
+                report.bucket_dates[pair["bucket"]] = pair["inventory_date"]
     if computed_reclaimable is not None:
         report.reclaimable = reclaimable_computed(computed_reclaimable, report, prices, report.warnings)
     elif vacuum_runs_table:
         report.reclaimable = reclaimable(spark, vacuum_runs_table, report, prices, report.warnings)
     usage = read_usage(spark, usage_table) if usage_table else None
     if usage is not None:
-        report.noncurrent = noncurrent_from_usage(usage, prices, registry, report.warnings)
+        report.noncurrent = noncurrent_from_usage(usage, prices, registry, report)
+        missing = sorted(set(report.bucket_dates) - {b["bucket"] for b in report.noncurrent["buckets"]})
+        if missing:
+            report.warnings.append(
+                f"bucket(s) {', '.join(missing)} have no rows in the usage table {usage_table} for their "
+                "delivery (ingested by an older version, or its usage write failed): their noncurrent "
+                "versions come from inventory_runs, and the trend leaves them out"
+            )
+            if inventory_runs_table:
+                _merge_noncurrent(
+                    report.noncurrent,
+                    noncurrent(spark, inventory_runs_table, prices, report.warnings),
+                    missing,
+                )
     elif inventory_runs_table:
         report.noncurrent = noncurrent(spark, inventory_runs_table, prices, report.warnings)
     if trend_days > 0:
@@ -794,16 +817,33 @@ def _owners(registry: TableRegistry | None) -> dict[str, str]:
 
 
 def noncurrent_from_usage(
-    usage: DataFrame, prices: PriceTable, registry: TableRegistry | None, warnings: list[str]
+    usage: DataFrame, prices: PriceTable, registry: TableRegistry | None, report: ChargebackReport
 ) -> dict[str, Any]:
-    """Noncurrent versions and delete markers of each bucket's newest ingest, per bucket and per
-    owning table (or top-level prefix when under no table), priced by their own storage class."""
+    """Noncurrent versions and delete markers of the delivery each bucket has in the inventory
+    table (its newest in the usage table for a bucket the inventory table no longer holds), per
+    bucket and per owning table (or top-level prefix when under no table), priced by their own
+    storage class."""
+    warnings = report.warnings
     newest = usage.groupBy("bucket").agg(F.max("inventory_date").alias("newest_date"))
+    chosen = usage.join(newest, "bucket")
+    held = [(bucket, day) for bucket, day in report.bucket_dates.items() if day is not None]
+    if held:
+        dates = usage.sparkSession.createDataFrame(held, "bucket string, held_date date")
+        chosen = chosen.join(F.broadcast(dates), "bucket", "left").withColumn(
+            "newest_date", F.coalesce("held_date", "newest_date")
+        )
     rows = (
-        usage.join(newest, "bucket")
-        .where((F.col("inventory_date") == F.col("newest_date")) & (F.col("state") != CURRENT))
+        chosen.where((F.col("inventory_date") == F.col("newest_date")) & (F.col("state") != CURRENT))
+        .select(*[f.name for f in USAGE_SCHEMA])
         .collect()
     )
+    present = {
+        r["bucket"]
+        for r in chosen.where(F.col("inventory_date") == F.col("newest_date"))
+        .select("bucket")
+        .distinct()
+        .collect()
+    }
     owners = _owners(registry)
     buckets: dict[str, dict[str, Any]] = {}
     prefixes: dict[tuple[str, str], dict[str, Any]] = {}
@@ -836,6 +876,14 @@ def noncurrent_from_usage(
             entry["bytes"] = entry.get("bytes", 0) + (row["bytes"] or 0)
             entry["delete_markers"] = entry.get("delete_markers", 0) + markers
             entry["monthly_cost"] = entry.get("monthly_cost", 0.0) + cost
+    for bucket in present - set(buckets):  # a delivery without noncurrent versions
+        buckets[bucket] = {
+            "bucket": bucket,
+            "objects": 0,
+            "bytes": 0,
+            "delete_markers": 0,
+            "monthly_cost": 0.0,
+        }
     for entry in (*buckets.values(), *prefixes.values()):
         entry["monthly_cost"] = _money(entry["monthly_cost"])
     ranked = sorted(
@@ -851,6 +899,17 @@ def noncurrent_from_usage(
         "buckets": [buckets[name] for name in sorted(buckets)],
         "prefixes": ranked,
     }
+
+
+def _merge_noncurrent(into: dict[str, Any], runs: dict[str, Any], buckets: Sequence[str]) -> None:
+    """Add the ``inventory_runs`` figures of ``buckets`` (priced at STANDARD) to ``into``."""
+    for entry in runs.get("buckets", []):
+        if entry["bucket"] in buckets:
+            into["buckets"].append({**entry, "from": "inventory_runs", "priced_as": "STANDARD"})
+            for name in ("objects", "bytes", "delete_markers"):
+                into[name] += entry[name]
+            into["monthly_cost"] = _money(into["monthly_cost"] + entry["monthly_cost"])
+    into["buckets"].sort(key=lambda entry: entry["bucket"])
 
 
 def trend(
@@ -875,17 +934,17 @@ def trend(
     frames: list[DataFrame] = []
     first_usage_date = None
     if usage is not None:
-        current = usage.where((F.col("state") == CURRENT) & (F.col("inventory_date") >= F.lit(since)))
-        first = current.agg(F.min("inventory_date")).first()
+        # every date, also before the window: a bucket counts with its newest earlier delivery
+        first = usage.agg(F.min("inventory_date")).first()
         first_usage_date = first[0] if first else None
         if first_usage_date is not None:
             columns = [f.name for f in USAGE_SCHEMA]
-            frames.append(current.select(*columns).withColumn("version", F.lit(_USAGE_RANK)))
+            frames.append(usage.select(*columns).withColumn("version", F.lit(_USAGE_RANK)))
             sources.append("inventory_usage")
     versions = _versions_to_backfill(spark, inventory_table, since, first_usage_date, report.warnings)
     backfill = usage_from_inventory_versions(spark, inventory_table, versions) if versions else None
     if backfill is not None:
-        frames.append(backfill.where(F.col("state") == CURRENT))
+        frames.append(backfill)
         sources.append("time_travel")
     top = [name for name, _ in _ranked({k: v for k, v in report.by_table.items() if k != UNOWNED})][
         :TREND_TOP_TABLES
@@ -900,7 +959,7 @@ def trend(
         )
         frames, sources = frames[:-1], sources[:-1]
         collected = _trend_rows(frames, registry, top)
-    return _trend_points(collected, prices, report.warnings, days, sources)
+    return _trend_points(collected, prices, report.warnings, days, sources, since)
 
 
 _USAGE_RANK = 1 << 62  # the usage table's rows win over any time-travelled version of the same date
@@ -964,12 +1023,15 @@ def _versions_to_backfill(
 
 
 def _trend_points(
-    rows: Sequence[Any], prices: PriceTable, warnings: list[str], days: int, sources: list[str]
+    rows: Sequence[Any], prices: PriceTable, warnings: list[str], days: int, sources: list[str], since: Any
 ) -> dict[str, Any]:
+    """One point per delivery date from ``since`` on; a date a bucket has no delivery on counts
+    its newest earlier one. Any row (also of noncurrent versions, or the zero marker) marks a
+    delivery; only current objects are summed."""
     by_bucket: dict[str, dict[Any, list[Any]]] = {}
     for row in rows:
         by_bucket.setdefault(row["bucket"], {}).setdefault(row["inventory_date"], []).append(row)
-    dates = sorted({d for dated in by_bucket.values() for d in dated})
+    dates = sorted({d for dated in by_bucket.values() for d in dated if d >= since})
     points = []
     for day in dates:
         point: dict[str, Any] = {"date": day.isoformat(), "objects": 0, "bytes": 0, "monthly_cost": 0.0}
@@ -983,6 +1045,8 @@ def _trend_points(
             if max(known) != day:
                 carried.append(bucket)
             for row in dated[max(known)]:
+                if row["state"] != CURRENT:
+                    continue
                 cost = usage_cost(row, prices, warnings)
                 owners.setdefault(row["owner"], Tally()).add(None, row["objects"], row["bytes"] or 0, cost)
                 if row["table"] is not None:

@@ -95,7 +95,7 @@ def table_statements(registry: TableRegistry, *, partition: str = "aws") -> list
             raise ConfigError(
                 f"table {table.name!r} ({table.path}) is not on S3: IAM cannot grant access to it"
             )
-        locations.append(table.location)
+        locations.append(_literal(table.location, f"table {table.name!r} ({table.path})"))
     buckets = sorted({location.bucket for location in locations})
     return [
         _allow(
@@ -206,6 +206,19 @@ def _location(uri: str, what: str) -> StorageLocation:
     location = StorageLocation.parse(uri, what=what)
     if not location.is_s3:
         raise ConfigError(f"{what} {uri!r} is not on S3: IAM cannot grant access to it")
+    return _literal(location, f"{what} {uri!r}")
+
+
+def _literal(location: StorageLocation, what: str) -> StorageLocation:
+    """``location``, refused when IAM would not read it literally: ``*`` and ``?`` in a resource
+    or an ``s3:prefix`` value are wildcards, ``$`` starts a policy variable; either would widen a
+    grant (a delete) beyond the location."""
+    special = sorted({c for c in f"{location.bucket}/{location.key}" if c in "*?$"})
+    if special:
+        raise ConfigError(
+            f"{what} holds {' '.join(special)}, which IAM reads as a wildcard or variable: "
+            "the grant would reach beyond it; rename the location or write that grant by hand"
+        )
     return location
 
 
@@ -231,7 +244,7 @@ def _read_statements(name: str, locations: Sequence[StorageLocation], partition:
 def _tables_file_statements(tables_file: str | None, partition: str) -> list[Statement]:
     if not tables_file or not tables_file.startswith(("s3://", "s3a://", "s3n://")):
         return []
-    location = StorageLocation.parse(tables_file, what="--tables")
+    location = _literal(StorageLocation.parse(tables_file, what="--tables"), f"--tables {tables_file!r}")
     return [_allow("ReadTablesFile", "s3:GetObject", [_objects(partition, location, "")])]
 
 

@@ -134,8 +134,11 @@ def build_spark_session(
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     log4j = _log4j_properties()
-    if log4j and "spark.driver.extraJavaOptions" not in submitted and not _jvm_running():
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+    if log4j and not _jvm_running():
+        # an environment variable, not -D in spark.driver.extraJavaOptions: that would replace the
+        # user's own options (spark-defaults.conf), and a path with a space would split it; a
+        # -Dlog4j2.configurationFile the user gives still wins over it
+        os.environ.setdefault("LOG4J_CONFIGURATION_FILE", log4j)
     if "spark.jars.packages" not in submitted and "spark.jars" not in submitted:
         builder = configure_spark_with_delta_pip(builder, extra_packages=[HADOOP_AWS_PACKAGE])
     with _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")):
@@ -153,9 +156,9 @@ def _jvm_running() -> bool:
 
 
 def _log4j_properties() -> str | None:
-    """The package's log4j2 configuration as a file path (None when imported from a zip)."""
+    """The package's log4j2 configuration as a ``file:`` URI (None when imported from a zip)."""
     path = Path(__file__).resolve().parent / "log4j2.properties"
-    return str(path) if path.is_file() else None
+    return path.as_uri() if path.is_file() else None
 
 
 @contextmanager
@@ -170,10 +173,14 @@ def _jvm_output_to(path: str | None) -> Iterator[None]:
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    failed = False
     try:
         os.dup2(target, 1)
         os.dup2(target, 2)
         yield
+    except BaseException:
+        failed = True
+        raise
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -181,6 +188,10 @@ def _jvm_output_to(path: str | None) -> Iterator[None]:
         os.dup2(saved[1], 2)
         for descriptor in (*saved, target):
             os.close(descriptor)
+        if failed:  # the JVM's own reason is in the file, not on the terminal: show its end
+            with open(path, encoding="utf-8", errors="replace") as log_file:
+                tail = log_file.readlines()[-15:]
+            print(f"the JVM did not start; the end of {path}:", *tail, sep="\n", end="", file=sys.stderr)
 
 
 def worker_python(configured: str | None = None, environ: Mapping[str, str] | None = None) -> str:

@@ -115,14 +115,31 @@ def usage_aggregate(rows: DataFrame, *extra: Column) -> DataFrame:
 def write_usage(
     spark: SparkSession, usage: DataFrame, location: str, bucket: str, inventory_date: str
 ) -> None:
-    """Replace the rows of ``bucket`` and ``inventory_date`` with ``usage`` (one Delta commit).
+    """Replace the rows of ``bucket`` and ``inventory_date`` with ``usage`` (one Delta commit),
+    plus one row of zero objects that marks the delivery: an empty bucket, or one whose objects
+    are all deleted, still has a delivery that day (the trend must not carry older rows forward).
 
     The usage table is derived data: a failure here is logged, never fails the ingest.
     """
     condition = f"bucket = '{sql_string(bucket)}' AND inventory_date = DATE'{inventory_date}'"
+    columns = [F.col(f.name).cast(f.dataType).alias(f.name) for f in USAGE_SCHEMA]
+    marker = (
+        usage.sparkSession.range(1)
+        .select(
+            F.lit(bucket).alias("bucket"),
+            F.lit(inventory_date).cast("date").alias("inventory_date"),
+            *[F.lit(None).alias(name) for name in ("inventory_taken_at", "table", "storage_class")],
+            F.lit(CURRENT).alias("state"),
+            F.lit(f"{bucket}/").alias("prefix"),
+            F.lit(None).alias("intelligent_tiering_access_tier"),
+            *[F.lit(0).alias(name) for name in USAGE_SUMS],
+        )
+        .select(*columns)
+    )
     try:
         (
-            usage.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in USAGE_SCHEMA])
+            usage.select(*columns)
+            .unionByName(marker)
             .coalesce(1)
             .write.format("delta")
             .mode("overwrite")

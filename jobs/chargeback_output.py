@@ -363,7 +363,7 @@ svg text {{ font-size: 12px; }} svg text.value {{ fill: #333; }} .empty {{ color
 {_bar_chart("Unowned objects by top-level prefix (cost)", cost_items(prefixes), "unowned-prefixes")}
 {_bar_chart("Reclaimable by vacuum, per table (bytes)", reclaim, "reclaimable")}
 {_bar_chart("Noncurrent versions by table or prefix (cost; no vacuum frees them)", noncurrent_items, "noncurrent")}
-{_line_chart(f"Trend: monthly cost, last {data['trend'].get('days', 0)} days (at today's prices)", data["trend"].get("points", []), currency, "trend")}
+{_line_chart(f"Trend: monthly cost, last {data['trend'].get('days', 0)} days (at today's prices)", data["trend"].get("points", []), currency, "trend") if data["trend"] else ""}
 <section id="groups"><h2>By {html.escape(data["by"])}</h2>{groups}</section>
 {f'<section class="warnings"><h2>Warnings</h2><ul>{warnings}</ul></section>' if warnings else ""}
 </body></html>

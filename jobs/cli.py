@@ -42,9 +42,9 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _non_negative_int(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+def _trend_days(text: str) -> int:
+    if not text.isdigit() or int(text) > 3650:
+        raise argparse.ArgumentTypeError(f"expected a whole number of days from 0 to 3650, got {text!r}")
     return int(text)
 
 
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chargeback.add_argument(
         "--trend-days",
-        type=_non_negative_int,
+        type=_trend_days,
         default=30,
         help="days of history in the trend (default %(default)s; 0: no trend)",
     )

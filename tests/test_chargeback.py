@@ -471,6 +471,9 @@ def test_ingest_keeps_noncurrent_per_prefix_and_the_trend(spark, s3, bucket_fact
     class; one trend point per inventory date, not doubled by a second ingest on the same day; the
     newest point is the chargeback's own total; without the usage table, time travel."""
     source, inventory = bucket_factory("src"), bucket_factory("inv")
+    gone, stale = bucket_factory("gone"), bucket_factory("stale")  # emptied; no delivery since day 1
+    s3.put_object(Bucket=gone, Key="x", Body=b"g" * 100)
+    s3.put_object(Bucket=stale, Key="y", Body=b"s" * 500)
     s3.put_bucket_versioning(Bucket=source, VersioningConfiguration={"Status": "Enabled"})
     tables = tmp_path / "tables.yaml"
     tables.write_text(f"tables:\n  - {{name: events, path: s3://{source}/warehouse/events, owner: growth}}\n")
@@ -483,13 +486,17 @@ def test_ingest_keeps_noncurrent_per_prefix_and_the_trend(spark, s3, bucket_fact
     s3.delete_object(Bucket=source, Key="tmp/y")  # 5 noncurrent in STANDARD_IA: billed as 128 KB
     now = datetime.now(UTC).replace(microsecond=0)
     ingest = ("ingest", "--destination", f"s3://{inventory}/reports", "--source-bucket", source)
-    ingest += ("--config-id", "daily", "--inventory-table", table, "--tables", str(tables))
+    ingest += ("--source-bucket", gone, "--config-id", "daily", "--inventory-table", table)
+    ingest += ("--tables", str(tables))
     snapshot = {"versions": "all", "file_format": "parquet"}
     destination = StorageLocation.parse(f"s3://{inventory}/reports")
-    snapshot_bucket(s3, source, destination, "daily", taken_at=now - timedelta(days=2), **snapshot)
-    assert cli_json(*ingest)[0] == 0
+    for bucket in (source, gone, stale):
+        snapshot_bucket(s3, bucket, destination, "daily", taken_at=now - timedelta(days=2), **snapshot)
+    assert cli_json(*ingest, "--source-bucket", stale)[0] == 0
     s3.put_object(Bucket=source, Key="warehouse/events/b", Body=b"b" * 1_000)
-    snapshot_bucket(s3, source, destination, "daily", taken_at=now - timedelta(hours=1), **snapshot)
+    s3.delete_object(Bucket=gone, Key="x")
+    for bucket in (source, gone):
+        snapshot_bucket(s3, bucket, destination, "daily", taken_at=now - timedelta(hours=1), **snapshot)
     for _ in range(2):  # a second ingest of the same delivery replaces its usage rows
         assert cli_json(*ingest)[0] == 0
 
@@ -520,13 +527,18 @@ def test_ingest_keeps_noncurrent_per_prefix_and_the_trend(spark, s3, bucket_fact
         (now - timedelta(hours=1)).date().isoformat(),
     ]
     older, newer = trend["points"]
-    assert (older["objects"], older["bytes"]) == (1, 2_000)
+    assert (older["objects"], older["bytes"]) == (3, 2_600)
+    # the emptied bucket counts as empty (not carried forward); the stale one with its last delivery
     assert (
         (newer["objects"], newer["bytes"])
         == (data["totals"]["objects"], data["totals"]["bytes"])
-        == (2, 3_000)
+        == (3, 3_500)
     )
     assert newer["monthly_cost"] == pytest.approx(data["totals"]["monthly_cost"], abs=1e-12)
+    assert newer["carried_forward"] == [stale]
+    code, text = cli(*report, "--by", "table", "--trend-days", "1")
+    [only] = json.loads(text)["trend"]["points"]  # a window of one day still counts the stale bucket
+    assert (only["date"], only["bytes"], only["carried_forward"]) == (newer["date"], 3_500, [stale])
     assert newer["owners"]["growth"]["bytes"] == 3_000 and newer["tables"]["events"]["bytes"] == 3_000
 
     code, text = cli(*report, "--usage-table", f"s3://{inventory}/tables/none_here")
@@ -534,8 +546,12 @@ def test_ingest_keeps_noncurrent_per_prefix_and_the_trend(spark, s3, bucket_fact
     travelled = json.loads(text)
     assert travelled["noncurrent"]["from"] == "inventory_runs"
     assert travelled["trend"]["from"] == ["time_travel"]
-    # every ingest was committed today: the newest version of today holds the newest delivery
-    assert [(p["date"], p["bytes"]) for p in travelled["trend"]["points"]] == [(newer["date"], 3_000)]
+    # every ingest was committed today: the newest version of today holds each bucket's newest
+    # delivery (the stale bucket's is two days old; the emptied bucket has no rows in it)
+    assert [(p["date"], p["bytes"]) for p in travelled["trend"]["points"]] == [
+        (older["date"], 500),
+        (newer["date"], 3_500),
+    ]
 
 
 def test_owners_of_thousands_of_tables(spark) -> None:  # type: ignore[no-untyped-def]

@@ -438,6 +438,21 @@ def test_a_table_outside_s3_is_refused() -> None:
         role_policy("ingest", REGISTRY, INVENTORY_TABLE)
 
 
+@pytest.mark.parametrize(
+    "path", ["s3://lake/warehouse/ev*", "s3://lake/*", "s3://lake/day?/t", "s3://lake/${aws:username}/t"]
+)
+def test_a_table_path_iam_would_read_as_a_wildcard_is_refused(path: str) -> None:
+    """``*`` and ``?`` are wildcards in an IAM resource, ``$`` starts a variable: the vacuum role
+    would delete beyond the table. The renderer refuses them; Terraform's plan stops on them."""
+    registry = parse_registry(f"tables:\n  - {{name: t, path: '{path}', owner: o}}\n")
+    with pytest.raises(ConfigError, match="wildcard or variable"):
+        vacuum_policy(registry, INVENTORY_TABLE)
+    iam_tf = (TERRAFORM / "iam.tf").read_text(encoding="utf-8")
+    assert (
+        'can(regex("[*?$]", table.path))' in iam_tf and "length(local.tables_with_wildcards) == 0" in iam_tf
+    )
+
+
 def test_cli_prints_the_policy(tmp_path: Path) -> None:
     from jobs.cli import run
 

@@ -14,6 +14,9 @@ locals {
   }
   # Paths IAM cannot grant (file://, a whole bucket): the vacuum role's precondition names them.
   tables_not_on_s3 = [for table in local.registry.tables : "${table.name} (${table.path})" if !can(regex(local.s3_path_pattern, trimspace(table.path)))]
+  # IAM reads * and ? in a resource as wildcards and $ as the start of a policy variable: a table
+  # path holding one would widen the grant beyond the table, so such a path stops the plan.
+  tables_with_wildcards = [for table in local.registry.tables : "${table.name} (${table.path})" if can(regex("[*?$]", table.path))]
 
   # Tables sorted by name, in chunks of tables_per_policy: one managed policy each.
   table_chunks = chunklist(sort(keys(local.tables)), var.tables_per_policy)
@@ -239,6 +242,10 @@ resource "aws_iam_role" "vacuum" {
     precondition {
       condition     = length(local.tables) > 0 && length(local.tables_not_on_s3) == 0
       error_message = "${var.tables_yaml}: every table's path must be s3://BUCKET/KEY (or s3a://, s3n://) below the bucket's root; not: ${join(", ", local.tables_not_on_s3)}"
+    }
+    precondition {
+      condition     = length(local.tables_with_wildcards) == 0
+      error_message = "${var.tables_yaml}: a table path with *, ? or $ would be an IAM wildcard or variable, granting deletes beyond the table: ${join(", ", local.tables_with_wildcards)}"
     }
   }
 }
