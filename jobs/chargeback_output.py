@@ -201,7 +201,7 @@ def _bar_chart(title: str, items: Sequence[tuple[str, float, str]], chart_id: st
             f'data-label="{html.escape(label)}">{html.escape(text)}</text>'
         )
     svg = (
-        f'<svg role="img" aria-label="{html.escape(title)}" width="{label_width + bar_width + 160}" '
+        f'<svg role="img" aria-label="{html.escape(title)}" width="{label_width + bar_width + 240}" '
         f'height="{height}" xmlns="http://www.w3.org/2000/svg">{"".join(bars)}</svg>'
     )
     return f'<section id="{chart_id}"><h2>{html.escape(title)}</h2>{svg}</section>'
