@@ -485,6 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point. Only the result is printed on stdout: everything else (Spark's JVM
     included, which shares this process's stdout) is sent to stderr, so ``--json`` stays clean."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    for chatty in ("botocore", "boto3", "py4j", "urllib3"):  # credential lookups, gateway closes
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     sys.stdout.flush()
     result_stream = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)

@@ -51,6 +51,10 @@ def spark(s3_endpoint: str):  # type: ignore[no-untyped-def]
             "spark.databricks.delta.snapshotPartitions": "2",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
             "spark.databricks.delta.vacuum.parallelDelete.parallelism": "2",
+            # one JVM for the whole suite: hundreds of tables' Delta logs and snapshots stay cached
+            # (1g ran out of heap near the end of 176 tests); the SQL UI keeps few plans
+            "spark.driver.memory": "2g",
+            "spark.sql.ui.retainedExecutions": "20",
         },
     )
     yield session
