@@ -191,7 +191,7 @@ def _jvm_output_to(path: str | None) -> Iterator[None]:
         if failed:  # the JVM's own reason is in the file, not on the terminal: show its end
             with open(path, encoding="utf-8", errors="replace") as log_file:
                 tail = log_file.readlines()[-15:]
-            print(f"the JVM did not start; the end of {path}:", *tail, sep="\n", end="", file=sys.stderr)
+            print(f"the JVM did not start; the end of {path}:\n{''.join(tail)}", end="", file=sys.stderr)
 
 
 def worker_python(configured: str | None = None, environ: Mapping[str, str] | None = None) -> str:
