@@ -38,14 +38,14 @@ from typing import Any
 import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, DateType, StringType
 
 from inventory.errors import ConfigError, InventoryTableError, UsageError, spark_error_summary
 from inventory.registry import TableRegistry
-from inventory.schema import prefix_column
+from inventory.schema import prefix_column, with_optional_columns
 from inventory.usage import (
     CURRENT,
     DELETE_MARKER,
+    OPTIONAL_COLUMNS,
     SMALL_OBJECT_BYTES,
     USAGE_SCHEMA,
     USAGE_SUMS,
@@ -390,15 +390,7 @@ def read_inventory_for_chargeback(spark: SparkSession, location: str) -> DataFra
             f"inventory table {location} lacks column(s) {', '.join(missing)}: "
             "not an inventory-vacuum inventory table, nothing to price"
         )
-    for name, data_type in (
-        ("table", StringType()),
-        ("intelligent_tiering_access_tier", StringType()),
-        ("is_latest", BooleanType()),
-        ("is_delete_marker", BooleanType()),
-        ("inventory_date", DateType()),
-    ):
-        if name not in columns:
-            frame = frame.withColumn(name, F.lit(None).cast(data_type))
+    frame = with_optional_columns(frame, OPTIONAL_COLUMNS)
     current = F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(
         F.col("is_delete_marker"), F.lit(False)
     )
@@ -832,18 +824,20 @@ def noncurrent_from_usage(
         chosen = chosen.join(F.broadcast(dates), "bucket", "left").withColumn(
             "newest_date", F.coalesce("held_date", "newest_date")
         )
-    rows = (
-        chosen.where((F.col("inventory_date") == F.col("newest_date")) & (F.col("state") != CURRENT))
-        .select(*[f.name for f in USAGE_SCHEMA])
+    delivered = chosen.where(F.col("inventory_date") == F.col("newest_date")).select(
+        *[f.name for f in USAGE_SCHEMA]
+    )
+    # one job: the noncurrent rows, and a row per bucket (state null) saying its delivery is there
+    presence = [F.col("bucket")] + [
+        F.lit(None).cast(f.dataType).alias(f.name) for f in USAGE_SCHEMA.fields[1:]
+    ]
+    collected = (
+        delivered.where(F.col("state") != CURRENT)
+        .unionByName(delivered.select("bucket").distinct().select(*presence))
         .collect()
     )
-    present = {
-        r["bucket"]
-        for r in chosen.where(F.col("inventory_date") == F.col("newest_date"))
-        .select("bucket")
-        .distinct()
-        .collect()
-    }
+    present = {r["bucket"] for r in collected}
+    rows = [r for r in collected if r["state"] is not None]
     owners = _owners(registry)
     buckets: dict[str, dict[str, Any]] = {}
     prefixes: dict[tuple[str, str], dict[str, Any]] = {}

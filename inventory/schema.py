@@ -192,6 +192,16 @@ def sql_string(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
+def with_optional_columns(frame: DataFrame, names: Sequence[str]) -> DataFrame:
+    """``frame`` with each of ``names`` it lacks added as nulls of the inventory table's type (an
+    inventory table written by an older version of this tool, or by another tool)."""
+    types = {f.name: f.dataType for f in INVENTORY_TABLE_SCHEMA}
+    for name in names:
+        if name not in frame.columns:
+            frame = frame.withColumn(name, F.lit(None).cast(types[name]))
+    return frame
+
+
 def is_current_version() -> Column:
     """Rows that are the current version of a live object (unversioned inventories: all rows)."""
     return F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False))

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BooleanType,
     DateType,
     LongType,
     StringType,
@@ -38,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from inventory.errors import spark_error_summary
-from inventory.schema import is_current_version, prefix_column, sql_string
+from inventory.schema import is_current_version, prefix_column, sql_string, with_optional_columns
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -74,12 +73,13 @@ USAGE_SCHEMA = StructType(
     ]
 )
 USAGE_SUMS = ("objects", "bytes", "small_objects", "small_bytes")
-_OPTIONAL_COLUMNS = {
-    "intelligent_tiering_access_tier": StringType(),
-    "is_latest": BooleanType(),
-    "is_delete_marker": BooleanType(),
-    "table": StringType(),
-}
+OPTIONAL_COLUMNS = (
+    "intelligent_tiering_access_tier",
+    "is_latest",
+    "is_delete_marker",
+    "table",
+    "inventory_date",
+)
 
 
 def state_column() -> Column:
@@ -187,9 +187,7 @@ def usage_from_inventory_versions(
         except Exception as error:
             log.warning("inventory table %s version %d not readable: %s", inventory_table, version, error)
             continue
-        for name, data_type in _OPTIONAL_COLUMNS.items():
-            if name not in frame.columns:  # an inventory table from an older version of this tool
-                frame = frame.withColumn(name, F.lit(None).cast(data_type))
+        frame = with_optional_columns(frame, OPTIONAL_COLUMNS)
         frames.append(usage_aggregate(frame).withColumn("version", F.lit(version)))
     if not frames:
         return None
