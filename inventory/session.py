@@ -28,9 +28,11 @@ from pathlib import Path
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-# hadoop-aws must match the Hadoop that the pyspark wheel bundles (pyspark/jars/hadoop-client-*);
-# it brings the AWS SDK v2 bundle it was built against as a transitive dependency.
-HADOOP_AWS_PACKAGE = "org.apache.hadoop:hadoop-aws:3.4.1"
+# hadoop-aws must match the Hadoop that Spark bundles (jars/hadoop-client-api-<version>.jar): 3.4.1
+# for pyspark 4.0, 3.3.4 for 3.5. It brings the AWS SDK it was built against (v2 for 3.4, v1 for
+# 3.3) as a transitive dependency.
+_HADOOP_CLIENT_JAR = re.compile(r"hadoop-client-api-(\d+\.\d+\.\d+)\.jar")
+_SCALA_LIBRARY_JAR = re.compile(r"scala-library-(\d+\.\d+)\.\d+\.jar")
 
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
@@ -45,10 +47,35 @@ _IN_PROCESS_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
 
 def jvm_packages() -> list[str]:
-    """The Maven coordinates a cluster needs: ``spark-submit --packages ",".join(jvm_packages())``."""
+    """The Maven coordinates a cluster needs: ``spark-submit --packages ",".join(jvm_packages())``.
+
+    Delta's artifact for the Scala of the installed pyspark (2.13 for Spark 4, 2.12 for 3.5) at
+    the installed delta-spark's version, and the hadoop-aws of its Hadoop.
+    """
     from importlib.metadata import version
 
-    return [f"io.delta:delta-spark_2.13:{version('delta-spark')}", HADOOP_AWS_PACKAGE]
+    scala, _ = _bundled_versions()
+    return [f"io.delta:delta-spark_{scala}:{version('delta-spark')}", hadoop_aws_package()]
+
+
+def hadoop_aws_package() -> str:
+    """``org.apache.hadoop:hadoop-aws:<v>`` for the Hadoop the installed pyspark bundles."""
+    return f"org.apache.hadoop:hadoop-aws:{_bundled_versions()[1]}"
+
+
+def _bundled_versions() -> tuple[str, str]:
+    """(Scala binary version, Hadoop version) of the jars the installed pyspark ships."""
+    import pyspark
+
+    names = [path.name for path in (Path(pyspark.__file__).parent / "jars").glob("*.jar")]
+    scala = next((m.group(1) for m in map(_SCALA_LIBRARY_JAR.fullmatch, names) if m), None)
+    hadoop = next((m.group(1) for m in map(_HADOOP_CLIENT_JAR.fullmatch, names) if m), None)
+    if scala is None or hadoop is None:
+        raise RuntimeError(
+            f"cannot tell the Scala and Hadoop versions of pyspark {pyspark.__version__}: "
+            f"no scala-library-*.jar or hadoop-client-api-*.jar in {Path(pyspark.__file__).parent / 'jars'}"
+        )
+    return scala, hadoop
 
 
 def s3a_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -140,7 +167,7 @@ def build_spark_session(
         # -Dlog4j2.configurationFile the user gives still wins over it
         os.environ.setdefault("LOG4J_CONFIGURATION_FILE", log4j)
     if "spark.jars.packages" not in submitted and "spark.jars" not in submitted:
-        builder = configure_spark_with_delta_pip(builder, extra_packages=[HADOOP_AWS_PACKAGE])
+        builder = configure_spark_with_delta_pip(builder, extra_packages=[hadoop_aws_package()])
     with _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("INVENTORY_VACUUM_SPARK_LOG_LEVEL", "ERROR"))
