@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import json
+from datetime import datetime, timezone
 from urllib.parse import unquote
 
 import pytest
 
+from inventory.errors import VacuumRefused
 from inventory.paths import LOCAL_BUCKET, StorageLocation
 from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
 from tests.helpers import keys_of, put
@@ -16,7 +18,7 @@ from vacuum.snapshot import TableState
 
 
 def inventory_of(spark, bucket: str, keys: list[str]):
-    taken = datetime(2024, 1, 1, tzinfo=UTC)
+    taken = datetime(2024, 1, 1, tzinfo=timezone.utc)
     rows = [
         (
             f"s3://{bucket}/{k}",
@@ -228,7 +230,7 @@ def test_inventory_age_does_not_depend_on_the_driver_time_zone(spark, monkeypatc
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
-    assert figures.inventory_taken_at == datetime(2024, 1, 1, tzinfo=UTC)
+    assert figures.inventory_taken_at == datetime(2024, 1, 1, tzinfo=timezone.utc)
     assert figures.objects_under_table == 1
 
 
@@ -253,6 +255,53 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
     )
     flagged = live_candidates(candidate_details(candidates, None, state), live)
     assert sorted(flagged) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])
+
+
+@pytest.mark.parametrize("uniform", [False, True])
+def test_table_state_from_public_apis_matches_deltas_own_snapshot(spark, tmp_path, uniform):
+    """The location, partitioning, retention and UniForm flag read through public APIs (detail(),
+    the properties, Spark's interval parser) are exactly what Delta's snapshot says, for every
+    way of writing the retention; a month, a year or nonsense refuses the table."""
+    from vacuum.snapshot import load_table_state, retention_millis
+
+    uri = f"{tmp_path}/t"
+    spark.createDataFrame([(1, "a"), (2, "b")], "id int, p string").write.format("delta").partitionBy(
+        "p"
+    ).save(uri)
+    delta = spark._jvm.org.apache.spark.sql.delta
+    spark.conf.set("spark.sql.session.timeZone", "Australia/Lord_Howe")  # not UTC, half-hour DST
+    try:
+        for value in [
+            "interval 1 day -1 hours",
+            "interval 1 week",
+            "168 hours",
+            " INTERVAL 2 days 12 hours",
+            "1 day 30 minutes 1.5 seconds",
+            "90 seconds",
+        ]:
+            spark.sql(
+                f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('delta.deletedFileRetentionDuration' = '{value}')"
+            )
+            snapshot = delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, uri)._2()
+            expected = delta.DeltaLog.tombstoneRetentionMillis(snapshot.metadata())
+            state, files = load_table_state(spark, uri)
+            assert state.retention_millis == expected, value
+            assert state.version == snapshot.version()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert state.qualified_location == f"file:{uri}"
+    assert state.partition_columns == ("p",)
+    assert files.count() == 2
+    for value in ["interval 1 month", "1 year", "a week", "", "-1 hours"]:
+        with pytest.raises(VacuumRefused, match="not a retention Delta can use"):
+            retention_millis(spark, value)
+    if uniform:  # the property UniForm sets, committed by hand: Delta-Spark checks IcebergCompat first
+        log = tmp_path / "t" / "_delta_log"
+        newest = max(log.glob("*.json"))
+        [metadata] = [json.loads(line) for line in newest.read_text().splitlines() if '"metaData"' in line]
+        metadata["metaData"]["configuration"]["delta.universalFormat.enabledFormats"] = "hudi, Iceberg"
+        (log / f"{int(newest.stem) + 1:020d}.json").write_text(json.dumps(metadata) + "\n")
+    assert load_table_state(spark, uri)[0].iceberg_enabled is uniform
 
 
 def test_nested_tables_are_found_by_their_log_directory(spark):

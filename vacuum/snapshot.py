@@ -1,13 +1,18 @@
 """What the vacuum needs to know about a Delta table, read from Delta itself.
 
-There is no public Python API for a snapshot's file list, its retention or its qualified location,
-so these few facts come from Delta's JVM classes (``DeltaLog.forTableWithSnapshot``): the same
-objects Delta's own VACUUM uses, so planning and VACUUM agree.
+Public APIs give almost every fact: ``DeltaTable.detail()`` the qualified location, the partition
+columns and the table properties (the retention, UniForm), and Spark's own interval parser reads
+the retention as Delta does. One fact has no public API in any Delta release: the snapshot's live
+files with their ``modificationTime`` (the safety cross-checks need both, at the version the plan
+uses). :func:`snapshot_files` is the only place that reads Delta's JVM classes
+(``DeltaLog.forTableWithSnapshot``, the objects Delta's own VACUUM uses); on a Delta build that
+lacks them (a vendor fork) the table is refused with a message that says so, never vacuumed blind.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -70,29 +75,92 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     """The newest snapshot of the table at ``uri`` and a DataFrame of its live files.
 
     The files frame has Delta's ``AddFile`` columns: ``path`` (relative and URL-encoded, or
-    absolute for files outside the table), ``size`` and ``modificationTime``.
+    absolute for files outside the table), ``size`` and ``modificationTime``. The other facts
+    come from the newest metadata, read just after the files: a commit in between that changes
+    the retention or UniForm is as if it landed before Delta's own VACUUM reads its snapshot,
+    which it does later still (and Delta's VACUUM applies its own retention check).
+    """
+    from delta.tables import DeltaTable
+
+    version, files = snapshot_files(spark, uri)
+    detail = DeltaTable.forPath(spark, uri).detail().first()
+    assert detail is not None
+    properties = dict(detail["properties"] or {})
+    state = TableState(
+        uri=uri,
+        qualified_location=str(detail["location"]),
+        version=version,
+        partition_columns=tuple(detail["partitionColumns"] or ()),
+        retention_millis=retention_millis(spark, properties.get(RETENTION_PROPERTY, DEFAULT_RETENTION)),
+        iceberg_enabled="iceberg" in _listed(properties.get(UNIFORM_PROPERTY, "")),
+    )
+    return state, files
+
+
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+DEFAULT_RETENTION = "interval 1 week"  # Delta's default for the property
+UNIFORM_PROPERTY = "delta.universalFormat.enabledFormats"
+
+
+def _listed(value: str) -> set[str]:
+    return {part.strip().lower() for part in value.split(",") if part.strip()}
+
+
+def retention_millis(spark: SparkSession, value: str) -> int:
+    """``delta.deletedFileRetentionDuration`` in milliseconds, parsed as Delta parses it.
+
+    Delta prefixes ``interval `` when missing and reads the text with Spark's interval parser; a
+    month or a year has no fixed length and Delta rejects it. The same parser runs here, through a
+    SQL cast, and the interval's fields give Delta's figure (days of 24 hours plus the time part),
+    whatever the session's time zone. A negative retention is refused too.
+    """
+    text = value.strip().lower()
+    if not text.startswith("interval "):
+        text = "interval " + text
+    fields = ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")
+    try:
+        row = spark.sql(
+            "SELECT "
+            + ", ".join(f"extract({f} FROM i) AS {f}" for f in fields)
+            + " FROM (SELECT CAST(:text AS INTERVAL) AS i)",
+            args={"text": text},
+        ).first()
+    except Exception:  # ANSI mode: an unparsable interval fails the cast instead of giving null
+        row = None
+    micros = None
+    if row is not None and row["DAY"] is not None and not row["YEAR"] and not row["MONTH"]:
+        seconds = row["DAY"] * 86_400 + row["HOUR"] * 3_600 + row["MINUTE"] * 60 + Decimal(row["SECOND"])
+        micros = int(seconds * 1_000_000)
+    if micros is None or micros < 0:
+        raise VacuumRefused(
+            f"{RETENTION_PROPERTY} = {value!r} is not a retention Delta can use "
+            "(an interval of weeks, days, hours, minutes or seconds)"
+        )
+    return micros // 1000
+
+
+def snapshot_files(spark: SparkSession, uri: str) -> tuple[int, DataFrame]:
+    """The newest version of the table at ``uri`` and its live files (``path``, ``size``,
+    ``modificationTime``): the one fact read from Delta's JVM internals, as no public API has it.
     """
     jvm = spark._jvm
     assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
-    delta = jvm.org.apache.spark.sql.delta
-    pair = delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, uri)  # type: ignore[attr-defined]
-    delta_log, snapshot = pair._1(), pair._2()
+    try:
+        pair = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(  # type: ignore[attr-defined]
+            spark._jsparkSession, uri
+        )
+    except Exception as error:
+        if "DeltaLog" in str(error) and "does not exist" in str(error):
+            raise VacuumRefused(
+                "this Delta build has no org.apache.spark.sql.delta.DeltaLog (a vendor build?): "
+                "the snapshot's live files, which the safety checks need, cannot be read"
+            ) from error
+        raise
+    snapshot = pair._2()
     if snapshot.version() < 0:
         raise VacuumRefused(f"{uri} is not a Delta table (no _delta_log)")
-    data_path = delta_log.dataPath()
-    file_system = data_path.getFileSystem(delta_log.newDeltaHadoopConf())
-    metadata = snapshot.metadata()
-    partitions = metadata.partitionColumns().mkString(_SEPARATOR)
-    state = TableState(
-        uri=uri,
-        qualified_location=file_system.makeQualified(data_path).toString(),
-        version=int(snapshot.version()),
-        partition_columns=tuple(p for p in partitions.split(_SEPARATOR) if p),
-        retention_millis=int(delta.DeltaLog.tombstoneRetentionMillis(metadata)),
-        iceberg_enabled=bool(delta.UniversalFormat.icebergEnabled(metadata)),
-    )
     files = DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size", "modificationTime")
-    return state, files
+    return int(snapshot.version()), files
 
 
 def decoded_relative_path(column: str = "path") -> F.Column:
