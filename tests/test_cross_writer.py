@@ -130,10 +130,14 @@ CASES = [
         "spark_column_mapping",
         "delta-spark",
         writers.spark_column_mapping,
-        "column mapping (name), partitioned under col-<uuid>= directories, a rename, a DELETE",
+        "column mapping (name), partitioned under col-<uuid>= directories (Delta 4) or random "
+        "2-character ones (Delta 3), a rename, a DELETE",
         lambda log: (
             log.configuration.get("delta.columnMapping.mode") == "name"
-            and all(d.startswith("col-") for d in _top_directories(log.data_files_by_version[log.latest]))
+            and (
+                all(d.startswith("col-") for d in _top_directories(log.data_files_by_version[log.latest]))
+                or _random_prefix_directories(log.data_files_by_version[log.latest])
+            )
         ),
     ),
     Case(

@@ -352,8 +352,8 @@ def spark_v2_checkpoints(spark: Any, uri: str) -> None:
 
 def spark_column_mapping(spark: Any, uri: str) -> None:
     """Column mapping by name, partitioned; a renamed column and a DELETE (files rewritten).
-    Delta-Spark 4.0.1 writes the data under ``col-<uuid>=<value>/`` directories (the physical
-    column name), not under random prefixes as delta-rs does."""
+    Delta-Spark 4.0 writes the data under ``col-<uuid>=<value>/`` directories (the physical
+    column name); Delta-Spark 3.3, like delta-rs, under random 2-character directories."""
     _create(
         spark,
         uri,

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -183,6 +183,16 @@ def activate(session: SparkSession) -> None:
         except Exception:  # Spark 3.5 has no classic package
             continue
     SparkSession._activeSession = session
+
+
+def _to_arrow(frame: DataFrame) -> pa.Table:
+    """The frame as an Arrow table: ``DataFrame.toArrow`` (Spark 4.0 on); on Spark 3.5 the same
+    Arrow batches, through the call ``toPandas`` makes."""
+    if hasattr(frame, "toArrow"):
+        return frame.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return pa.Table.from_batches(frame._collect_as_arrow(), schema=to_arrow_schema(frame.schema))
 
 
 def vacuum_tables(
@@ -350,9 +360,9 @@ def _vacuum(
         _step(spark, "summary")
         _summarise(planned, run)
         if options.collect_candidates:
-            run.candidates = planned.select(
-                F.lit(table.name).alias("table"), "path", "length", "partition"
-            ).toArrow()
+            run.candidates = _to_arrow(
+                planned.select(F.lit(table.name).alias("table"), "path", "length", "partition")
+            )
         run.deleted_files = run.deleted_bytes = run.remaining_files = 0
         if options.dry_run or run.planned_files == 0:
             return
@@ -450,7 +460,9 @@ def _gated_slice(
     taken_at = figures.inventory_taken_at
     if taken_at is not None:
         run.inventory_taken_at = taken_at.isoformat()
-    gates.check_freshness(taken_at, datetime.now(UTC), options.max_inventory_age_hours, location.bucket)
+    gates.check_freshness(
+        taken_at, datetime.now(timezone.utc), options.max_inventory_age_hours, location.bucket
+    )
     assert taken_at is not None
     gates.check_inventory_present(figures.objects_under_table, location.bucket, location.uri)
     if (
