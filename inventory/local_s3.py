@@ -115,6 +115,7 @@ class LocalS3Server:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str]] = Counter()
+        self._listings: Counter[tuple[str, str, str]] = Counter()  # (bucket, prefix, delimiter)
         self._denied: list[tuple[str, str]] = []
         self._faults: Faults | None = None
         self._random = random.Random()
@@ -165,9 +166,15 @@ class LocalS3Server:
                     result[operation] += count
             return result
 
+    def listings(self, bucket: str) -> Counter[tuple[str, str]]:
+        """LIST requests of ``bucket`` by (prefix, delimiter) since the last :meth:`reset_counts`."""
+        with self._lock:
+            return Counter({(p, d): n for (b, p, d), n in self._listings.items() if b == bucket})
+
     def reset_counts(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._listings.clear()
 
     # -- refusals ---------------------------------------------------------------------------
     def deny_deletes(self, bucket: str, prefix: str) -> None:
@@ -257,6 +264,10 @@ class LocalS3Server:
             bucket, _, key = path.lstrip("/").partition("/")
             with self._lock:
                 self._counts[(operation, bucket)] += 1
+                if operation in ("ListObjectsV2", "ListObjects"):
+                    query = parse_qs(environ.get("QUERY_STRING", ""))
+                    listed = (bucket, query.get("prefix", [""])[0], query.get("delimiter", [""])[0])
+                    self._listings[listed] += 1
             delay, fault = self._fault_for(operation, bucket, key, environ.get("QUERY_STRING", ""))
             if delay:
                 time.sleep(delay)
