@@ -19,7 +19,7 @@ import logging
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,7 @@ def run(rows: int, folder: Path) -> dict[str, Any]:
     from inventory.registry import parse_registry
     from inventory.session import build_spark_session
 
-    started_at = datetime.now(UTC)
+    started_at = datetime.now(timezone.utc)
     before = machine()
     started = time.monotonic()
     spark = build_spark_session("inventory-vacuum benchmark: chargeback rate")

@@ -18,7 +18,7 @@ import random
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ CLASSES = ("STANDARD", "STANDARD", "STANDARD", "INTELLIGENT_TIERING", "STANDARD_
 def synthetic_rows(bucket: str, rows: int, seed: int = 7) -> Iterator[dict[str, Any]]:
     """Inventory rows as ``snapshot_bucket`` lists them: 100 tables, daily partitions, parts."""
     rng = random.Random(seed)
-    start = datetime(2024, 1, 1, tzinfo=UTC)
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
     for index in range(rows):
         day = index % 365
         tag = f"{rng.getrandbits(128):032x}"
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from inventory.s3 import s3_client
     from inventory.session import build_spark_session
 
-    started_at = datetime.now(UTC)
+    started_at = datetime.now(timezone.utc)
     before = machine()
     s3 = s3_client()
     s3.create_bucket(Bucket=META)

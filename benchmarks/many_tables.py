@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -280,7 +280,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     from tests.helpers import deliver_inventory, ingest_inventory  # the same delivery and ingest as the tests
     from vacuum.snapshot import SNAPSHOT_PARTITIONS
 
-    started_at = datetime.now(UTC)
+    started_at = datetime.now(timezone.utc)
     before = machine()
     s3 = s3_client()
     for bucket in (BUCKET, META):

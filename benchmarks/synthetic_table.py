@@ -31,7 +31,7 @@ import random
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from benchmarks.s3_server import delete_objects, object_names, put_objects
@@ -239,7 +239,7 @@ class TableBuilder:
         self, s3: Any, bucket: str, root: str, files: int, shares: Shares, storage_options: dict[str, str]
     ) -> None:
         self.s3 = s3
-        self.now = datetime.now(UTC)
+        self.now = datetime.now(timezone.utc)
         self.table = SyntheticTable(bucket, root.strip("/"), plan_files(files, shares, self.now))
         self.storage_options = storage_options
         self.version = -1
@@ -296,7 +296,7 @@ class TableBuilder:
         fresh = [f for f in table.files if f.category == FRESH]
         put_objects(table.bucket, ((f"{table.root}/{f.path}", PLACEHOLDER) for f in fresh))
         if fresh:
-            written = _millis(datetime.now(UTC))
+            written = _millis(datetime.now(timezone.utc))
             self._commit(
                 [_commit_info(written, "WRITE", {"mode": "Append"})] + [_add(f, written) for f in fresh]
             )

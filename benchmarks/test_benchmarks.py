@@ -115,11 +115,13 @@ def test_list_pages_are_capped_and_counted_by_area(server: BenchmarkS3Server) ->
 
 
 def test_restore_puts_the_table_back(server: BenchmarkS3Server) -> None:
-    from datetime import UTC, datetime
+    from datetime import datetime, timezone
 
     s3 = boto3.client("s3", endpoint_url=server.endpoint)
     s3.create_bucket(Bucket="bench-restore-check")
-    table = SyntheticTable("bench-restore-check", "w/t", plan_files(1440, Shares(), datetime.now(UTC)))
+    table = SyntheticTable(
+        "bench-restore-check", "w/t", plan_files(1440, Shares(), datetime.now(timezone.utc))
+    )
     put_objects(table.bucket, ((f"w/t/{f.path}", PLACEHOLDER) for f in table.files))
     put_objects(table.bucket, [("w/t/_delta_log/00000000000000000000.json", b"{}\n")])
     table.remember()

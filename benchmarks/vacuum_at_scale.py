@@ -29,7 +29,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -555,7 +555,7 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
     from inventory.s3 import s3_client
     from inventory.session import build_spark_session
 
-    started_at = datetime.now(UTC)
+    started_at = datetime.now(timezone.utc)
     before = machine()
     s3 = s3_client()
     s3.create_bucket(Bucket=META_BUCKET)
@@ -574,7 +574,7 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
         "benchmark": "vacuum_at_scale",
         "command": "python -m benchmarks.vacuum_at_scale " + " ".join(argv or sys.argv[1:]),
         "started_at": started_at.isoformat(),
-        "seconds": round((datetime.now(UTC) - started_at).total_seconds(), 1),
+        "seconds": round((datetime.now(timezone.utc) - started_at).total_seconds(), 1),
         "machine_before": before,
         "machine_after": machine(),
         "retention": "RETAIN 0 HOURS (retention check off) for every engine; see benchmarks/README.md",

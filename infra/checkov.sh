@@ -13,7 +13,7 @@ CHECKOV_VERSION=3.3.30
 VENV=.venv-checkov
 
 if [ "$("$VENV/bin/checkov" --version 2>/dev/null || true)" != "$CHECKOV_VERSION" ]; then
-  python="$(find_python311)" || exit 75
+  python="$(find_python)" || exit 75
   rm -rf "$VENV"
   if ! { "$python" -m venv "$VENV" &&
          "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \

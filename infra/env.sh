@@ -5,24 +5,34 @@
 # Choose them explicitly with PYTHON=/path/to/python3.11 (only used to create .venv) and
 # JAVA_HOME=/path/to/jdk-17; otherwise PATH and the usual install locations are searched.
 
-_is_python311() {
-  [ -n "$1" ] && [ -x "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1
+# The Spark lines the project supports, each pinned by infra/constraints/spark-<LINE>.txt. The
+# default line lives in .venv (setup.sh, the README's commands); another in .venv-spark<LINE>.
+DEFAULT_SPARK_LINE=4.0
+SPARK_LINES_SUPPORTED="4.0 3.5"
+# The Python the default venvs are made with; the test command also tries the other supported ones.
+DEFAULT_PYTHON_VERSION=3.11
+PYTHON_VERSIONS_SUPPORTED="3.10 3.11 3.12 3.13"
+
+_is_python() {  # _is_python PATH X.Y: PATH runs Python X.Y
+  [ -n "$1" ] && [ -x "$1" ] && "$1" -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$2'.split('.'))))" >/dev/null 2>&1
 }
 
-# Print a Python 3.11 interpreter: $PYTHON if set, else the first found on PATH or in well-known places.
-find_python311() {
-  if [ -n "${PYTHON:-}" ]; then
-    _is_python311 "$PYTHON" && { echo "$PYTHON"; return 0; }
-    echo "PYTHON=$PYTHON is not a Python 3.11 interpreter" >&2; return 1
+# Print a Python X.Y interpreter (default 3.11): $PYTHON if set (for 3.11), else the first found on
+# PATH or in well-known places (pyenv, Homebrew, /opt/python).
+find_python() {
+  local version=${1:-$DEFAULT_PYTHON_VERSION}
+  if [ -n "${PYTHON:-}" ] && [ "$version" = "$DEFAULT_PYTHON_VERSION" ]; then
+    _is_python "$PYTHON" "$version" && { echo "$PYTHON"; return 0; }
+    echo "PYTHON=$PYTHON is not a Python $version interpreter" >&2; return 1
   fi
   local candidate
-  for candidate in "$(command -v python3.11 || true)" "$(command -v python3 || true)" \
-      /usr/bin/python3.11 /usr/local/bin/python3.11 /opt/homebrew/bin/python3.11 \
-      "${PYENV_ROOT:-${HOME:-}/.pyenv}"/versions/3.11*/bin/python3.11 \
-      /opt/python/3.11*/bin/python3.11 "${HOME:-}/.local/bin/python3.11"; do
-    _is_python311 "$candidate" && { echo "$candidate"; return 0; }
+  for candidate in "$(command -v "python$version" || true)" "$(command -v python3 || true)" \
+      "/usr/bin/python$version" "/usr/local/bin/python$version" "/opt/homebrew/bin/python$version" \
+      "${PYENV_ROOT:-${HOME:-}/.pyenv}"/versions/"$version".*/bin/python"$version" \
+      /opt/python/"$version".*/bin/python"$version" "${HOME:-}/.local/bin/python$version"; do
+    _is_python "$candidate" "$version" && { echo "$candidate"; return 0; }
   done
-  echo "inventory-vacuum needs Python 3.11: none on PATH or in the usual places; set PYTHON=/path/to/python3.11" >&2
+  echo "inventory-vacuum needs Python $version here: none on PATH or in the usual places; set PYTHON=/path/to/python$version" >&2
   return 1
 }
 
@@ -48,21 +58,34 @@ ensure_java() {
   export JAVA_HOME="$java_home"
 }
 
-# Create .venv with Python 3.11 if needed and install the project into it (editable, with the dev
-# extras); the install is skipped while pyproject.toml is unchanged since the last one.
+venv_dir() {  # venv_dir LINE [PYTHON_VERSION]: where that Spark line (on that Python) is installed
+  local line=${1:-$DEFAULT_SPARK_LINE} version=${2:-$DEFAULT_PYTHON_VERSION} dir=.venv
+  [ "$line" = "$DEFAULT_SPARK_LINE" ] || dir="$dir-spark$line"
+  [ "$version" = "$DEFAULT_PYTHON_VERSION" ] || dir="$dir-py$version"
+  echo "$dir"
+}
+
+# ensure_venv [LINE [PYTHON_VERSION]]: create the venv of that Spark line (default 4.0, in .venv)
+# with that Python (default 3.11) if needed, and install the project into it (editable, with the dev
+# extras, the line's pins as constraints); skipped while pyproject.toml and the pins are unchanged.
 ensure_venv() {
+  local line=${1:-$DEFAULT_SPARK_LINE} version=${2:-$DEFAULT_PYTHON_VERSION}
+  local venv pins=infra/constraints/spark-$line.txt
+  venv="$(venv_dir "$line" "$version")"
+  [ -f "$pins" ] || { echo "unknown Spark line $line: supported are $SPARK_LINES_SUPPORTED" >&2; return 1; }
   ensure_java || return 1
-  if [ -e .venv/bin/python ] && ! _is_python311 .venv/bin/python; then
-    echo ".venv/bin/python is not a working Python 3.11; remove .venv to recreate it" >&2; return 1
+  if [ -e "$venv/bin/python" ] && ! _is_python "$venv/bin/python" "$version"; then
+    echo "$venv/bin/python is not a working Python $version; remove $venv to recreate it" >&2; return 1
   fi
-  if [ ! -e .venv/bin/python ]; then
+  if [ ! -e "$venv/bin/python" ]; then
     local python
-    python="$(find_python311)" || return 1
-    "$python" -m venv .venv || return 1
+    python="$(find_python "$version")" || return 1
+    "$python" -m venv "$venv" || return 1
   fi
-  local stamp=.venv/.inventory-vacuum-installed
-  if [ ! -x .venv/bin/inventory-vacuum ] || [ "$(cat "$stamp" 2>/dev/null)" != "$(cksum < pyproject.toml)" ]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' || return 1
-    cksum < pyproject.toml > "$stamp"
+  local stamp="$venv/.inventory-vacuum-installed" wanted
+  wanted="$(cat pyproject.toml "$pins" | cksum)"
+  if [ ! -x "$venv/bin/inventory-vacuum" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]' -c "$pins" || return 1
+    echo "$wanted" > "$stamp"
   fi
 }

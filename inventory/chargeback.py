@@ -30,7 +30,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -670,7 +670,7 @@ def reclaimable_computed(
 ) -> list[dict[str, Any]]:
     """Per table, what a vacuum dry run made now plans to delete (``--reclaimable``); a table the
     vacuum refused or failed on is left out with a warning that says why."""
-    now = datetime.now(UTC).isoformat()
+    now = datetime.now(timezone.utc).isoformat()
     result = []
     for run in runs:
         if run.status != "ok":
@@ -923,7 +923,7 @@ def trend(
     kept. A bucket without a delivery on some date counts with its newest earlier one
     (``carried_forward`` names it).
     """
-    since = (datetime.now(UTC) - timedelta(days=days)).date()
+    since = (datetime.now(timezone.utc) - timedelta(days=days)).date()
     sources: list[str] = []
     frames: list[DataFrame] = []
     first_usage_date = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timezone
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -32,7 +32,7 @@ def append_run_rows(
     """
     if not records:
         return
-    run_at = datetime.now(UTC)
+    run_at = datetime.now(timezone.utc)
     rows = [
         tuple(_typed({"run_id": run_id, "run_at": run_at, **record}.get(f.name), f.dataType) for f in schema)
         for record in records

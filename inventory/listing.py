@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -24,7 +24,7 @@ from inventory.schema import INVENTORY_TABLE_SCHEMA
 def listing_inventory(spark: SparkSession, location: StorageLocation) -> DataFrame:
     """The objects under ``location`` now, as inventory-table rows (``inventory_taken_at``: the
     moment the listing started, so anything written during it counts as younger)."""
-    taken_at = datetime.now(UTC)
+    taken_at = datetime.now(timezone.utc)
     rows = [
         _row(location.bucket, key, size, modified, storage_class, taken_at)
         for key, size, modified, storage_class in _objects(location)
@@ -39,7 +39,12 @@ def _objects(location: StorageLocation) -> Iterator[tuple[str, int, datetime, st
             for name in files:
                 path = os.path.join(directory, name)
                 stat = os.stat(path)
-                yield path.lstrip("/"), stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC), None
+                yield (
+                    path.lstrip("/"),
+                    stat.st_size,
+                    datetime.fromtimestamp(stat.st_mtime, timezone.utc),
+                    None,
+                )
         return
     pages = (
         s3_client()

@@ -17,7 +17,7 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timezone
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -65,7 +65,7 @@ class Delivery:
 
     @property
     def inventory_taken_at(self) -> datetime:
-        return datetime.fromtimestamp(self.inventory_taken_at_ms / 1000, tz=UTC)
+        return datetime.fromtimestamp(self.inventory_taken_at_ms / 1000, tz=timezone.utc)
 
 
 def config_prefix(destination: StorageLocation, source_bucket: str, config_id: str) -> str:

@@ -17,7 +17,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -132,7 +132,7 @@ def write_delivery(
     an S3 Inventory delivery: data files of ``rows_per_file`` rows, then the manifest. The rows
     are consumed a file at a time, so a delivery of any size fits in memory."""
     aws_format = FORMATS[file_format.lower()]
-    taken_at = (taken_at or datetime.now(UTC)).astimezone(UTC)
+    taken_at = (taken_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
     fields = [f for f in _FIELDS if versions == "all" or f[0] not in _VERSION_FIELDS]
     prefix = config_prefix(destination, bucket, config_id)
     folder = taken_at.strftime("%Y-%m-%dT%H-%MZ")
@@ -268,7 +268,10 @@ def _csv_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+        return (
+            value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.")
+            + f"{value.microsecond // 1000:03d}Z"
+        )
     return str(value)
 
 

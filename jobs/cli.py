@@ -13,7 +13,7 @@ import os
 import sys
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 from inventory.errors import InventoryVacuumError, UsageError
@@ -478,7 +478,7 @@ class _AsDict:
 
 
 def _run_id() -> str:
-    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

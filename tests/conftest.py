@@ -16,6 +16,21 @@ import pytest
 from inventory.local_s3 import LocalS3Server
 
 
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """Tests marked ``spark_independent`` (Terraform, checkov, IAM) run once, on the default Spark
+    line: infra/test.sh runs the suite once per line and names it in INVENTORY_VACUUM_SPARK_LINE."""
+    line = os.environ.get("INVENTORY_VACUUM_SPARK_LINE")
+    if line in (None, "", DEFAULT_SPARK_LINE):
+        return
+    skip = pytest.mark.skip(reason=f"no Spark in it: runs once, on the Spark {DEFAULT_SPARK_LINE} line")
+    for item in items:
+        if item.get_closest_marker("spark_independent"):
+            item.add_marker(skip)
+
+
+DEFAULT_SPARK_LINE = "4.0"  # infra/env.sh's DEFAULT_SPARK_LINE
+
+
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[LocalS3Server]:
     """moto's S3 on 127.0.0.1 behind the counting, limit-enforcing layer of inventory.local_s3."""

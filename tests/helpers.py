@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,18 @@ def cli_json(*argv: str) -> tuple[int, dict[str, Any]]:
     return code, json.loads(text)
 
 
+def submitted_json(stdout: str) -> dict[str, Any]:
+    """A job's JSON result from ``spark-submit``'s stdout. Spark 3.5's launcher JVM, resolving
+    ``--packages``, prints Ivy's ``:: loading settings :: url = ...`` on stdout before the job
+    starts (Spark 4's prints it on stderr); that one line is the only other one allowed."""
+    import pyspark
+
+    lines = stdout.splitlines()
+    if lines and lines[0].startswith(":: loading settings :: ") and pyspark.__version__.startswith("3."):
+        lines = lines[1:]
+    return dict(json.loads("\n".join(lines)))
+
+
 def put(s3: Any, bucket: str, *keys: str, body: bytes = b"x") -> None:
     for key in keys:
         s3.put_object(Bucket=bucket, Key=key, Body=body)
@@ -47,7 +59,7 @@ def write_local_inventory(
 
     Stands in for an S3 Inventory delivery of a local file system, which AWS cannot produce.
     """
-    taken_at = taken_at or datetime.now(UTC)
+    taken_at = taken_at or datetime.now(timezone.utc)
     rows = []
     for path in sorted(root.rglob("*")):
         if not path.is_file():

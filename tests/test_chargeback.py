@@ -15,7 +15,7 @@ import csv
 import io
 import json
 import subprocess
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from tests.helpers import cli, cli_json
 from tests.test_safety import lake_with_junk  # noqa: F401  (the fixture)
 
 GIB = 2**30
-TAKEN = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+TAKEN = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
 
 TABLES_YAML = """
 tables:
@@ -119,20 +119,27 @@ def world(spark, tmp_path_factory) -> dict[str, Any]:  # type: ignore[no-untyped
         "bucket"
     ).save(inventory)
     runs = [
-        ("events", datetime(2026, 11, 1, tzinfo=UTC), True, "ok", 99, 9_999),  # older dry run
-        ("events", datetime(2026, 11, 21, tzinfo=UTC), True, "ok", 10, 300_000),  # newest dry run
-        ("users", datetime(2026, 11, 20, tzinfo=UTC), True, "ok", 5, 50_000),
-        ("users", datetime(2026, 11, 21, tzinfo=UTC), False, "ok", 5, 50_000),  # real vacuum since: gone
-        ("clicks", datetime(2026, 11, 21, tzinfo=UTC), True, "refused", 0, 0),
+        ("events", datetime(2026, 11, 1, tzinfo=timezone.utc), True, "ok", 99, 9_999),  # older dry run
+        ("events", datetime(2026, 11, 21, tzinfo=timezone.utc), True, "ok", 10, 300_000),  # newest dry run
+        ("users", datetime(2026, 11, 20, tzinfo=timezone.utc), True, "ok", 5, 50_000),
+        (
+            "users",
+            datetime(2026, 11, 21, tzinfo=timezone.utc),
+            False,
+            "ok",
+            5,
+            50_000,
+        ),  # real vacuum since: gone
+        ("clicks", datetime(2026, 11, 21, tzinfo=timezone.utc), True, "refused", 0, 0),
     ]
     spark.createDataFrame(
         runs,
         "table string, run_at timestamp, dry_run boolean, status string, planned_files long, planned_bytes long",
     ).write.format("delta").save(f"file://{root}/vacuum_runs")
     ingests = [
-        ("lake", datetime(2026, 11, 19, tzinfo=UTC), "ok", 5, 5_000, 1, TAKEN),
-        ("lake", datetime(2026, 11, 20, tzinfo=UTC), "ok", 3, 3_000, 2, TAKEN),
-        ("lake2", datetime(2026, 11, 20, tzinfo=UTC), "failed", 7, 7_000, 0, TAKEN),
+        ("lake", datetime(2026, 11, 19, tzinfo=timezone.utc), "ok", 5, 5_000, 1, TAKEN),
+        ("lake", datetime(2026, 11, 20, tzinfo=timezone.utc), "ok", 3, 3_000, 2, TAKEN),
+        ("lake2", datetime(2026, 11, 20, tzinfo=timezone.utc), "failed", 7, 7_000, 0, TAKEN),
     ]
     spark.createDataFrame(
         ingests,
@@ -484,7 +491,7 @@ def test_ingest_keeps_noncurrent_per_prefix_and_the_trend(spark, s3, bucket_fact
     s3.put_object(Bucket=source, Key="tmp/y", Body=b"y" * 5, StorageClass="STANDARD_IA")
     s3.delete_object(Bucket=source, Key="tmp/x")  # 70 noncurrent, 1 delete marker
     s3.delete_object(Bucket=source, Key="tmp/y")  # 5 noncurrent in STANDARD_IA: billed as 128 KB
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = datetime.now(timezone.utc).replace(microsecond=0)
     ingest = ("ingest", "--destination", f"s3://{inventory}/reports", "--source-bucket", source)
     ingest += ("--source-bucket", gone, "--config-id", "daily", "--inventory-table", table)
     ingest += ("--tables", str(tables))

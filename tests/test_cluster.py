@@ -30,7 +30,7 @@ import pytest
 
 from inventory.paths import StorageLocation
 from inventory.report_writer import snapshot_bucket
-from tests.helpers import keys_of, put, rows_at
+from tests.helpers import keys_of, put, rows_at, submitted_json
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -142,6 +142,7 @@ def test_ingest_and_batch_vacuum_on_a_standalone_cluster(
     )
     package = subprocess.run(
         ["bash", str(REPO / "infra" / "package.sh"), str(tmp / "dist")],
+        env={**os.environ, "INVENTORY_VACUUM_PYTHON": sys.executable},  # this Spark line's venv
         check=True,
         capture_output=True,
         text=True,
@@ -172,7 +173,7 @@ def test_ingest_and_batch_vacuum_on_a_standalone_cluster(
             env=environment,
         )
         assert completed.returncode == 0, completed.stderr[-4000:]
-        return dict(json.loads(completed.stdout))
+        return submitted_json(completed.stdout)
 
     table = f"s3://{inventory_bucket}/tables/inventory"
     ingested = submit(

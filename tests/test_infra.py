@@ -41,6 +41,8 @@ from inventory.iam import chargeback_policy, ingest_policy, role_policy, table_s
 from inventory.paths import StorageLocation
 from inventory.registry import load_registry, parse_registry
 
+pytestmark = pytest.mark.spark_independent
+
 ROOT = Path(__file__).resolve().parents[1]
 TERRAFORM = ROOT / "infra" / "terraform"
 EXAMPLE_TABLES = TERRAFORM / "tables.yaml.example"

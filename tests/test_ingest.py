@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyspark
@@ -17,7 +17,7 @@ from inventory.paths import StorageLocation
 from inventory.report_writer import snapshot_bucket
 from inventory.schema import VACUUM_INVENTORY_SCHEMA
 from tests.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
-from tests.helpers import cli, cli_json, keys_of, put
+from tests.helpers import cli, cli_json, keys_of, put, submitted_json
 
 SPECIAL_KEYS = [
     "warehouse/events/date=2024-01-01/part-0.parquet",
@@ -149,7 +149,7 @@ def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):
     loaded = table_rows(spark, table)
     assert set(loaded) == {"dir/a b.txt", "dir/plus+sign.txt", "dir/pct%41.txt", "dir/日 =#.txt", "dir/sub/"}
     assert loaded["dir/a b.txt"]["modificationTime"] == int(
-        datetime(2024, 1, 15, 10, 20, 30, 123000, tzinfo=UTC).timestamp() * 1000
+        datetime(2024, 1, 15, 10, 20, 30, 123000, tzinfo=timezone.utc).timestamp() * 1000
     )
     assert loaded["dir/plus+sign.txt"]["storage_class"] == "GLACIER"
     assert loaded["dir/plus+sign.txt"]["is_multipart_uploaded"] is True
@@ -161,7 +161,7 @@ def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):
 
 def test_hand_written_versioned_parquet_keeps_current_versions_and_counts_the_rest(spark, s3, bucket_factory):
     source, inventory = bucket_factory("src"), bucket_factory("inv")
-    moment = datetime(2024, 1, 15, tzinfo=UTC)
+    moment = datetime(2024, 1, 15, tzinfo=timezone.utc)
     rows = [
         {
             "bucket": source,
@@ -290,7 +290,7 @@ def test_rerun_is_idempotent_and_other_buckets_are_untouched(spark, s3, bucket_f
         first,
         destination,
         "daily",
-        taken_at=datetime.now(UTC).replace(second=0, microsecond=0).replace(year=2030),
+        taken_at=datetime.now(timezone.utc).replace(second=0, microsecond=0).replace(year=2030),
     )
     assert cli_json(*ingest_args(inventory, table, first))[0] == 0
     assert set(table_rows(spark, table, first)) == {"a/1"}
@@ -303,11 +303,11 @@ def test_an_emptied_bucket_empties_its_partition(spark, s3, bucket_factory, tmp_
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     put(s3, source, "a/1")
     destination = StorageLocation.parse(f"s3://{inventory}/reports")
-    snapshot_bucket(s3, source, destination, "daily", taken_at=datetime(2024, 1, 1, tzinfo=UTC))
+    snapshot_bucket(s3, source, destination, "daily", taken_at=datetime(2024, 1, 1, tzinfo=timezone.utc))
     table = f"file://{tmp_path}/inventory"  # the inventory table may live outside S3 too
     assert cli_json(*ingest_args(inventory, table, source))[0] == 0
     s3.delete_object(Bucket=source, Key="a/1")
-    snapshot_bucket(s3, source, destination, "daily", taken_at=datetime(2024, 1, 2, tzinfo=UTC))
+    snapshot_bucket(s3, source, destination, "daily", taken_at=datetime(2024, 1, 2, tzinfo=timezone.utc))
     code, result = cli_json(*ingest_args(inventory, table, source))
     assert code == 0 and result["buckets"][0]["rows"] == 0
     assert table_rows(spark, table, source) == {}
@@ -521,7 +521,7 @@ def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
             env=environment,
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
-        return json.loads(completed.stdout)
+        return submitted_json(completed.stdout)
 
     table = f"s3://{inventory}/inventory"
     ingested = submit(

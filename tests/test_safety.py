@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -192,7 +192,10 @@ def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spar
     # a later delivery whose scan met the junk before the first run deleted it (its timestamp is
     # when the scan began, and AWS calls the list eventually consistent)
     deliver_inventory(
-        s3, lake["bucket"], lake["inventory_bucket"], taken_at=datetime.now(UTC) + timedelta(minutes=10)
+        s3,
+        lake["bucket"],
+        lake["inventory_bucket"],
+        taken_at=datetime.now(timezone.utc) + timedelta(minutes=10),
     )
     code, first = _vacuum(lake["inventory"], lake["registry"])
     assert code == 0, first["tables"][0]["reason"]
@@ -385,7 +388,7 @@ def test_tables_deleting_in_parallel_share_one_ledger(spark, s3, bucket_factory,
 
 
 def test_an_inventory_from_the_future_is_refused():
-    now = datetime.now(UTC)
+    now = datetime.now(timezone.utc)
     assert gates.check_freshness(now + timedelta(minutes=10), now, 72, "b") < 0  # clock skew is fine
     with pytest.raises(VacuumRefused, match=r"in the future"):
         gates.check_freshness(now + timedelta(hours=3), now, 72, "b")

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -231,7 +231,9 @@ def inventory_figures(
     taken_at_ms, newest_ms = (
         bucket_wide if bucket_wide is not None else bucket_figures(inventory, location.bucket)
     )
-    taken_at = datetime.fromtimestamp(taken_at_ms / 1000, tz=UTC) if taken_at_ms is not None else None
+    taken_at = (
+        datetime.fromtimestamp(taken_at_ms / 1000, tz=timezone.utc) if taken_at_ms is not None else None
+    )
     return InventoryFigures(int(row["objects"]), taken_at, newest_ms, _outermost(row["roots"] or []))
 
 
