@@ -26,6 +26,7 @@ smoke=(tests/test_manifest.py tests/test_registry.py
   tests/test_installed.py::test_installed_command_batch_deletes_with_a_bare_path)
 summary=()
 failed=0
+ran=0
 
 run() {  # run LABEL VENV PYTEST_ARGS...: one pytest run, its outcome and time kept for the summary
   local label=$1 venv=$2 started=$SECONDS rc=0
@@ -34,6 +35,7 @@ run() {  # run LABEL VENV PYTEST_ARGS...: one pytest run, its outcome and time k
   "$venv/bin/python" -m pytest "$@" || rc=$?
   summary+=("$label: $([ "$rc" = 0 ] && echo passed || echo "FAILED (pytest exit $rc)") in $((SECONDS - started)) s")
   [ "$rc" = 0 ] || failed=1
+  ran=$((ran + 1))
 }
 
 for line in $lines; do
@@ -50,6 +52,10 @@ if [ $# -eq 0 ]; then
     ensure_venv "$DEFAULT_SPARK_LINE" "$version"
     run "Python $version" "$(venv_dir "$DEFAULT_SPARK_LINE" "$version")" "${smoke[@]}"
   done
+fi
+if [ "$ran" -eq 0 ]; then
+  echo "nothing ran: no Spark line in SPARK_LINES and no other Python found or chosen (supported: $SPARK_LINES_SUPPORTED; $PYTHON_VERSIONS_SUPPORTED)" >&2
+  exit 2
 fi
 printf '%s\n' "${summary[@]}" >&2
 exit "$failed"

@@ -295,12 +295,20 @@ def test_table_state_from_public_apis_matches_deltas_own_snapshot(spark, tmp_pat
     for value in ["interval 1 month", "1 year", "a week", "", "-1 hours"]:
         with pytest.raises(VacuumRefused, match="not a retention Delta can use"):
             retention_millis(spark, value)
+    # Delta-Spark accepts these and wraps them around its 64-bit microseconds: to about 16 hours,
+    # to a negative figure; the exact figure would report (and gate on) thousands of centuries
+    assert retention_millis(spark, "interval 106751991 days") == 106751991 * 86_400_000  # fits
+    for value in ["interval 213503983 days", "interval 999999999 days", "interval 106751992 days"]:
+        with pytest.raises(VacuumRefused, match="wraps around"):
+            retention_millis(spark, value)
     if uniform:  # the property UniForm sets, committed by hand: Delta-Spark checks IcebergCompat first
         log = tmp_path / "t" / "_delta_log"
         newest = max(log.glob("*.json"))
         [metadata] = [json.loads(line) for line in newest.read_text().splitlines() if '"metaData"' in line]
-        metadata["metaData"]["configuration"]["delta.universalFormat.enabledFormats"] = "hudi, Iceberg"
+        metadata["metaData"]["configuration"]["delta.universalFormat.enabledFormats"] = "hudi,iceberg"
         (log / f"{int(newest.stem) + 1:020d}.json").write_text(json.dumps(metadata) + "\n")
+    snapshot = delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, uri)._2()
+    assert delta.UniversalFormat.icebergEnabled(snapshot.metadata()) is uniform  # Delta's own reading
     assert load_table_state(spark, uri)[0].iceberg_enabled is uniform
 
 

@@ -100,6 +100,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 DEFAULT_RETENTION = "interval 1 week"  # Delta's default for the property
 UNIFORM_PROPERTY = "delta.universalFormat.enabledFormats"
+_LONG_MAX = 2**63 - 1  # Delta counts the retention in a Java long of microseconds
 
 
 def _listed(value: str) -> set[str]:
@@ -112,7 +113,9 @@ def retention_millis(spark: SparkSession, value: str) -> int:
     Delta prefixes ``interval `` when missing and reads the text with Spark's interval parser; a
     month or a year has no fixed length and Delta rejects it. The same parser runs here, through a
     SQL cast, and the interval's fields give Delta's figure (days of 24 hours plus the time part),
-    whatever the session's time zone. A negative retention is refused too.
+    whatever the session's time zone. A negative retention is refused too, and so is one past
+    Delta's 64-bit count of microseconds: Delta's figure wraps around there (``interval 213503983
+    days`` is about 16 hours to Delta), so its own VACUUM would keep far less than the text says.
     """
     text = value.strip().lower()
     if not text.startswith("interval "):
@@ -135,6 +138,11 @@ def retention_millis(spark: SparkSession, value: str) -> int:
         raise VacuumRefused(
             f"{RETENTION_PROPERTY} = {value!r} is not a retention Delta can use "
             "(an interval of weeks, days, hours, minutes or seconds)"
+        )
+    if micros > _LONG_MAX:
+        raise VacuumRefused(
+            f"{RETENTION_PROPERTY} = {value!r} is past the 2^63 microseconds (about 292,000 years) "
+            "Delta can count: Delta's own figure wraps around to a much shorter retention"
         )
     return micros // 1000
 
