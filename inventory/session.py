@@ -14,6 +14,7 @@ on a cluster the package itself is shipped to the executors.
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib
 import os
 import re
@@ -63,6 +64,7 @@ def hadoop_aws_package() -> str:
     return f"org.apache.hadoop:hadoop-aws:{_bundled_versions()[1]}"
 
 
+@functools.cache
 def _bundled_versions() -> tuple[str, str]:
     """(Scala binary version, Hadoop version) of the jars the installed pyspark ships."""
     import pyspark
