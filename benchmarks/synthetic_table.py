@@ -121,7 +121,8 @@ class SyntheticTable:
     bucket: str
     root: str  # key prefix of the table root, no trailing slash
     files: list[DataFile]
-    built_with: dict[str, bytes | None] = field(default_factory=dict)  # key -> log body (None: data)
+    # key -> (ETag, log body; None for a data file): what restore() puts back
+    built_with: dict[str, tuple[str, bytes | None]] = field(default_factory=dict)
 
     @property
     def uri(self) -> str:
@@ -152,9 +153,10 @@ class SyntheticTable:
 
         store = _backend().get_bucket(self.bucket).keys
         log = f"{self.root}/_delta_log/"
+        # the ETag as stored: a checkpoint big enough for a multipart upload has no MD5 ETag
         self.built_with = {
-            key: (store[key].value if key.startswith(log) else None)
-            for key in object_names(self.bucket, self.root + "/")
+            key: (etag, store[key].value if key.startswith(log) else None)
+            for key, etag in object_names(self.bucket, self.root + "/").items()
         }
 
     def restore(self) -> dict[str, int]:
@@ -164,20 +166,20 @@ class SyntheticTable:
         current = object_names(self.bucket, self.root + "/")
         extra = [k for k in current if k not in self.built_with]
         delete_objects(self.bucket, extra)
-        placeholder_etag = _etag(PLACEHOLDER)
-        missing = []
-        for key, body in self.built_with.items():
-            wanted = _etag(body) if body is not None else placeholder_etag
-            if current.get(key) != wanted:
-                missing.append((key, body if body is not None else PLACEHOLDER))
+        missing = [
+            (key, body if body is not None else PLACEHOLDER)
+            for key, (etag, body) in self.built_with.items()
+            if current.get(key) != etag
+        ]
         put_objects(self.bucket, missing)
-        return {"deleted": len(extra), "rewritten": len(missing)}
-
-
-def _etag(body: bytes) -> str:
-    import hashlib
-
-    return f'"{hashlib.md5(body).hexdigest()}"'
+        if missing:  # a rewritten object's ETag is its body's MD5 from now on
+            now = object_names(self.bucket, self.root + "/")
+            self.built_with.update({key: (now[key], self.built_with[key][1]) for key, _ in missing})
+        return {
+            "deleted": len(extra),
+            "rewritten": len(missing),
+            "examples": sorted([*extra, *(key for key, _ in missing)])[:3],
+        }
 
 
 def _schema_string() -> str:

@@ -124,14 +124,37 @@ def test_restore_puts_the_table_back(server: BenchmarkS3Server) -> None:
     )
     put_objects(table.bucket, ((f"w/t/{f.path}", PLACEHOLDER) for f in table.files))
     put_objects(table.bucket, [("w/t/_delta_log/00000000000000000000.json", b"{}\n")])
+    # a checkpoint big enough for a multipart upload: its ETag is not its body's MD5
+    checkpoint = "w/t/_delta_log/00000000000000000000.checkpoint.parquet"
+    upload = s3.create_multipart_upload(Bucket=table.bucket, Key=checkpoint)["UploadId"]
+    parts = [
+        {
+            "PartNumber": n,
+            "ETag": s3.upload_part(
+                Bucket=table.bucket, Key=checkpoint, UploadId=upload, PartNumber=n, Body=body
+            )["ETag"],
+        }
+        for n, body in ((1, b"p" * (5 << 20)), (2, b"q"))
+    ]
+    s3.complete_multipart_upload(
+        Bucket=table.bucket, Key=checkpoint, UploadId=upload, MultipartUpload={"Parts": parts}
+    )
     table.remember()
     before = object_names(table.bucket, "w/t/")
+    assert before[checkpoint].endswith('-2"')
+    assert table.restore() == {"deleted": 0, "rewritten": 0, "examples": []}  # an unchanged table
     garbage = sorted(table.paths(*GARBAGE))
     s3.delete_objects(Bucket=table.bucket, Delete={"Objects": [{"Key": f"w/t/{p}"} for p in garbage[:300]]})
     s3.put_object(Bucket=table.bucket, Key="w/t/_delta_log/00000000000000000001.json", Body=b"{}\n")
     s3.put_object(Bucket=table.bucket, Key="w/t/_delta_log/00000000000000000000.json", Body=b"changed\n")
-    assert table.restore() == {"deleted": 1, "rewritten": 301}
-    assert object_names(table.bucket, "w/t/") == before
+    changed = table.restore()
+    assert (changed["deleted"], changed["rewritten"]) == (1, 301)
+    assert changed["examples"][:2] == [f"w/t/_delta_log/{n:020d}.json" for n in (0, 1)]
+    after = object_names(table.bucket, "w/t/")
+    assert after.keys() == before.keys()
+    assert {k: v for k, v in after.items() if k != checkpoint} == {
+        k: v for k, v in before.items() if k != checkpoint
+    }
 
 
 def _document() -> dict[str, Any]:
