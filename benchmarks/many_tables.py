@@ -63,9 +63,12 @@ def build_tables(s3: Any, endpoint: str, tables: int, files: int) -> dict[str, s
     return garbage
 
 
-def parse_event_log(directory: Path, since_ms: int, until_ms: int) -> dict[str, Any]:
-    """Per job group (a table): Spark jobs and their seconds; over all: the costliest stages.
-    Only jobs and stages submitted between ``since_ms`` and ``until_ms`` (epoch milliseconds)."""
+def parse_event_log(
+    directory: Path, since_ms: int, until_ms: int, group_prefix: str = "vacuum "
+) -> dict[str, Any]:
+    """Per job group (a table's vacuum, a bucket's ingest: groups named ``group_prefix`` + name):
+    Spark jobs and their seconds, by step; over all: the costliest stages. Only jobs and stages
+    submitted between ``since_ms`` and ``until_ms`` (epoch milliseconds)."""
     jobs: dict[int, dict[str, Any]] = {}
     stage_names: dict[int, str] = {}
     stage_seconds: Counter[str] = Counter()
@@ -94,9 +97,9 @@ def parse_event_log(directory: Path, since_ms: int, until_ms: int) -> dict[str, 
     for job in jobs.values():
         if "end" in job:
             per_group[job["group"]].append((job["end"] - job["start"]) / 1000)
-            if job["group"].startswith("vacuum "):
+            if job["group"].startswith(group_prefix):
                 per_step[job["step"]].append((job["end"] - job["start"]) / 1000)
-    tables = {g: v for g, v in per_group.items() if g.startswith("vacuum ")}
+    tables = {g: v for g, v in per_group.items() if g.startswith(group_prefix)}
     count = max(1, len(tables))
     job_counts = sorted(len(v) for v in tables.values())
     return {
@@ -124,7 +127,7 @@ def _step_name(description: str) -> str:
     """``vacuum t001: coverage`` -> ``coverage``; Delta's own descriptions keep their words."""
     import re
 
-    text = re.sub(r"vacuum [^:]+: ", "", description.replace("Delta: ", ""))
+    text = re.sub(r"(vacuum|ingest) [^:]+: ", "", description.replace("Delta: ", ""))
     return re.sub(r"version: \d+", "version: N", text)
 
 

@@ -34,6 +34,7 @@ from inventory.manifest import Delivery, find_delivery
 from inventory.paths import StorageLocation
 from inventory.registry import TableRegistry
 from inventory.schema import csv_read_schema, is_current_version, normalise, sql_string, tag_owning_table
+from inventory.session import job_group, name_jobs
 from inventory.usage import CURRENT, DELETE_MARKER, NONCURRENT, usage_aggregate, write_usage
 
 INVENTORY_RUNS_SCHEMA = StructType(
@@ -181,6 +182,7 @@ def load_delivery(
     usage = usage_aggregate(tag_owning_table(rows, registry), *delivery_checks(delivery.source_bucket))
     usage = usage.persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        name_jobs(spark, "checks")
         figures = delivery_figures(usage)
         where = delivery.manifest_uri
         if figures["foreign_rows"]:
@@ -194,6 +196,7 @@ def load_delivery(
             raise InventoryDataError(
                 f"{where}: {figures['incomplete_rows']} object row(s) lack Size or LastModifiedDate"
             )
+        name_jobs(spark, "write inventory")
         (
             tag_owning_table(rows.where(is_current_version()), registry)
             .orderBy("key")  # contiguous key ranges per file: Delta's min/max stats skip most files
@@ -206,6 +209,7 @@ def load_delivery(
             .save(inventory_table)
         )
         if usage_table:
+            name_jobs(spark, "write usage")
             write_usage(spark, usage, usage_table, delivery.source_bucket, delivery.inventory_date)
     finally:
         usage.unpersist()
@@ -232,9 +236,10 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
             outcome.data_files = len(delivery.files)
             outcome.inventory_taken_at = delivery.inventory_taken_at.isoformat()
             outcome.inventory_date = delivery.inventory_date
-            figures = load_delivery(
-                spark, delivery, request.inventory_table, request.registry, request.usage_table
-            )
+            with job_group(spark, f"ingest {bucket}"):
+                figures = load_delivery(
+                    spark, delivery, request.inventory_table, request.registry, request.usage_table
+                )
             outcome.rows = figures["objects"]
             outcome.bytes = figures["bytes"]
             outcome.noncurrent_objects = figures["noncurrent_objects"]

@@ -180,6 +180,27 @@ def build_spark_session(
     return spark
 
 
+def name_jobs(spark: SparkSession, step: str) -> None:
+    """Name the Spark jobs that follow (Spark UI, event log): the thread's job group, then ``step``."""
+    group = spark.sparkContext.getLocalProperty("spark.jobGroup.id") or "inventory-vacuum"
+    spark.sparkContext.setJobDescription(f"{group}: {step}")
+
+
+@contextmanager
+def job_group(spark: SparkSession, group: str) -> Iterator[None]:
+    """Put the calling thread's Spark jobs in ``group`` (named steps: :func:`name_jobs`), then
+    restore the thread's group and description as they were."""
+    context = spark.sparkContext
+    keys = ("spark.jobGroup.id", "spark.job.description")
+    before = {key: context.getLocalProperty(key) for key in keys}
+    context.setLocalProperty("spark.jobGroup.id", group)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes it
+
+
 def _jvm_running() -> bool:
     return SparkContext._jvm is not None  # type: ignore[attr-defined]
 

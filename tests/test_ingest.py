@@ -273,7 +273,15 @@ def test_rerun_is_idempotent_and_other_buckets_are_untouched(spark, s3, bucket_f
     for b in (first, second):
         snapshot_bucket(s3, b, destination, "daily")
     table = f"s3://{inventory}/tables/inventory"
-    assert cli_json(*ingest_args(inventory, table, first, second))[0] == 0
+    context = spark.sparkContext
+    context.setLocalProperty("spark.jobGroup.id", "the caller's group")
+    try:
+        assert cli_json(*ingest_args(inventory, table, first, second))[0] == 0
+        # each bucket's jobs ran in a group of their own; the caller's thread is left as it was
+        assert context.getLocalProperty("spark.jobGroup.id") == "the caller's group"
+        assert context.getLocalProperty("spark.job.description") is None
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
     second_files = {
         f for f in spark.read.format("delta").load(table).where(f"bucket = '{second}'").inputFiles()
     }
