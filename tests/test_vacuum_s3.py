@@ -179,12 +179,53 @@ def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lak
         spark.sql(f"RESTORE TABLE delta.`{lake['uri']}` TO VERSION AS OF 1")
         restored_count = rows_at(spark, lake["uri"])
         context = _RunContext("test", None, ())
-        _delete_batch(spark, planned, sql, RegisteredTableStub("events"), context, None, run)
+        _delete_batch(spark, planned, sql, state, RegisteredTableStub("events"), context, None, run)
     remaining = keys_of(s3, lake["bucket"])
     assert set(JUNK).isdisjoint(remaining)  # still garbage: deleted
     assert run.deleted_files == len(JUNK) < len(planned_paths) == run.planned_files
     assert run.warnings and "live again" in run.warnings[0]
     assert rows_at(spark, lake["uri"]) == restored_count  # nothing live was lost
+
+
+def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypatch):
+    """With no commit since the plan's snapshot, a second plan would name a superset: it is not
+    made. A commit of any kind (here one that changes no file) makes it."""
+    from pyspark.sql import functions as F
+
+    from tests.test_plan_and_delete import slice_of
+    from vacuum import runner
+    from vacuum.plan import candidate_details, delta_inventory, dry_run_candidates, temporary_view, vacuum_sql
+    from vacuum.results import TableRun
+    from vacuum.snapshot import latest_commit, load_table_state
+
+    location = StorageLocation.parse(lake["uri"])
+    state, _ = load_table_state(spark, lake["uri"])
+    assert latest_commit(spark, lake["uri"]) == (state.version, state.commit_timestamp_millis)
+    plans: list[str] = []
+
+    def counted(session, sql):
+        plans.append(sql)
+        return dry_run_candidates(session, sql)
+
+    monkeypatch.setattr(runner, "dry_run_candidates", counted)
+    frame = slice_of(runner.read_inventory(spark, lake["inventory"]), location, state)
+    context = runner._RunContext("test", None, ())
+    with temporary_view(delta_inventory(frame)) as view:
+        sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=view)
+        planned = candidate_details(dry_run_candidates(spark, sql), frame, state)
+        keep_one = planned.where(F.col("key") != F.lit(JUNK[0]))
+        run = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
+        runner._summarise(keep_one, run)
+        runner._delete_batch(spark, keep_one, sql, state, RegisteredTableStub("events"), context, None, run)
+        assert plans == [] and not run.warnings
+        assert run.deleted_files == run.planned_files > 1
+        spark.sql(f"ALTER TABLE delta.`{lake['uri']}` SET TBLPROPERTIES ('inventory_vacuum.test' = 'x')")
+        rest = planned.where(F.col("key") == F.lit(JUNK[0]))
+        run = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
+        runner._summarise(rest, run)
+        runner._delete_batch(spark, rest, sql, state, RegisteredTableStub("events"), context, None, run)
+        assert plans == [sql] and run.deleted_files == 1
+    assert set(JUNK).isdisjoint(keys_of(s3, lake["bucket"]))
 
 
 class RegisteredTableStub:

@@ -35,6 +35,7 @@ from inventory.paths import StorageLocation
 from inventory.registry import RegisteredTable
 from inventory.s3 import describe, s3_client
 from inventory.schema import INVENTORY_TABLE_SCHEMA
+from inventory.session import name_jobs
 from vacuum import gates
 from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs
@@ -64,7 +65,13 @@ from vacuum.results import (
     TableRun,
     VacuumResult,
 )
-from vacuum.snapshot import SNAPSHOT_PARTITIONS, TableState, load_table_state, snapshot_partitions
+from vacuum.snapshot import (
+    SNAPSHOT_PARTITIONS,
+    TableState,
+    latest_commit,
+    load_table_state,
+    snapshot_partitions,
+)
 from vacuum.verify import directory_object_counts, still_present
 
 log = logging.getLogger("inventory_vacuum")
@@ -279,12 +286,6 @@ def vacuum_table(
     return run
 
 
-def _step(spark: SparkSession, step: str) -> None:
-    """Name the Spark jobs that follow (Spark UI, event log): the table's job group, then the step."""
-    group = spark.sparkContext.getLocalProperty("spark.jobGroup.id") or "vacuum"
-    spark.sparkContext.setJobDescription(f"{group}: {step}")
-
-
 def _delete_path(options: VacuumOptions, location: StorageLocation) -> str:
     if options.delete_with != "auto":
         return options.delete_with
@@ -308,7 +309,7 @@ def _vacuum(
     run: TableRun,
 ) -> None:
     location = table.location
-    _step(spark, "snapshot")
+    name_jobs(spark, "snapshot")
     state, live_files = load_table_state(spark, location.uri)
     run.table_version = state.version
     requested = options.retain_hours if options.retain_hours is not None else table.retain_hours
@@ -339,14 +340,14 @@ def _vacuum(
             if slice_frame is not None
             else None
         )
-        _step(spark, "Delta dry run")
+        name_jobs(spark, "Delta dry run")
         plan_sql = vacuum_sql(
             state, mode=options.mode, retention_hours=retain_argument, dry_run=True, inventory_view=view
         )
         log.info("%s: %s", table.name, plan_sql)
         details = candidate_details(dry_run_candidates(spark, plan_sql), slice_frame, state).cache()
         cleanup.callback(details.unpersist)
-        _step(spark, "check candidates")
+        name_jobs(spark, "check candidates")
         suspicious = live_candidates(details, live_files)
         if suspicious:
             raise VacuumRefused(
@@ -357,7 +358,7 @@ def _vacuum(
             planned = _checked_inventory_plan(details, slice_frame, run)
         else:
             planned = _checked_listing_plan(spark, details, state, protected_prefixes, run)
-        _step(spark, "summary")
+        name_jobs(spark, "summary")
         _summarise(planned, run)
         if options.collect_candidates:
             run.candidates = _to_arrow(
@@ -369,7 +370,7 @@ def _vacuum(
         existing = None
         if options.verify_existence:
             existing = directory_object_counts(slice_frame) if slice_frame is not None else None
-        _step(spark, "delete")
+        name_jobs(spark, "delete")
         if run.delete_with == "delta":
             if options.verify_existence:
                 planned = _set_aside_gone(spark, planned, existing, table, context, options.ledger_table, run)
@@ -398,6 +399,7 @@ def _vacuum(
                 spark,
                 planned,
                 plan_sql,
+                state,
                 table,
                 context,
                 options.ledger_table,
@@ -429,7 +431,7 @@ def _inventory_slice(
     else:
         assert options.inventory_table is not None
         inventory = read_inventory(spark, options.inventory_table, context.inventory_version)
-    _step(spark, "inventory figures")
+    name_jobs(spark, "inventory figures")
     # the inventory mode's table is one pinned version for the whole run; a flat listing is the table's own
     bucket_wide = (
         context.figures_of_bucket(inventory, location.bucket) if options.mode == "inventory" else None
@@ -473,7 +475,7 @@ def _gated_slice(
             f"the inventory's modificationTime for bucket {location.bucket} looks like seconds, not "
             f"milliseconds (newest {figures.newest_modification_millis}): every file would look ancient"
         )
-    _step(spark, "ledger")
+    name_jobs(spark, "ledger")
     deleted = (
         deleted_since(spark, options.ledger_table, location.bucket, taken_at - _LEDGER_MARGIN)
         if options.ledger_table
@@ -481,7 +483,7 @@ def _gated_slice(
     )
     # a protected path with a log of its own (the inventory table, say) is reported as protected
     nested_roots = _not_protected(figures.nested_roots, protected_prefixes)
-    _step(spark, "classify objects")
+    name_jobs(spark, "classify objects")
     classified = classify_objects(
         table_objects(under, location),
         state,
@@ -507,7 +509,7 @@ def _gated_slice(
         )
         _report_protected(run)
         slice_frame = inventory_slice(classified, state).persist()
-        _step(spark, "coverage")
+        name_jobs(spark, "coverage")
         eligible, covered = coverage_counts(live_files, slice_frame, int(taken_at.timestamp() * 1000))
     finally:
         classified.unpersist()
@@ -652,6 +654,7 @@ def _delete_batch(
     spark: SparkSession,
     planned: DataFrame,
     plan_sql: str,
+    state: TableState,
     table: RegisteredTable,
     context: _RunContext,
     ledger: str | None,
@@ -662,11 +665,25 @@ def _delete_batch(
     """Re-plan against a fresh snapshot, keep only files both plans agree on, delete those, and
     record every deleted object in the ledger, also when some deletes failed.
 
+    The fresh plan is made only when the table has a commit the plan's snapshot did not see: on
+    the same snapshot and the same inventory, a later plan names every file the first one did
+    (time only moves the retention's cutoffs forward), so keeping "both plans" would keep all.
+
     With ``verify_existence``, the candidates that no longer exist are set aside first
     (:func:`_set_aside_gone`): S3 answers "Deleted" for a missing key.
     """
-    fresh = dry_run_candidates(spark, plan_sql).select("path")
-    confirmed = planned.join(fresh, "path", "left_semi")
+    newest = latest_commit(spark, state.uri)
+    if state.commit_timestamp_millis is not None and newest == (state.version, state.commit_timestamp_millis):
+        confirmed = planned
+    else:
+        log.info(
+            "%s: a commit since the plan's version %d (now %s): planning again",
+            table.name,
+            state.version,
+            newest,
+        )
+        fresh = dry_run_candidates(spark, plan_sql).select("path")
+        confirmed = planned.join(fresh, "path", "left_semi")
     with ExitStack() as cleanup:
         if verify_existence:
             confirmed = _set_aside_gone(spark, confirmed, directory_objects, table, context, ledger, run)

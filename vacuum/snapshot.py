@@ -4,9 +4,10 @@ Public APIs give almost every fact: ``DeltaTable.detail()`` the qualified locati
 columns and the table properties (the retention, UniForm), and Spark's own interval parser reads
 the retention as Delta does. One fact has no public API in any Delta release: the snapshot's live
 files with their ``modificationTime`` (the safety cross-checks need both, at the version the plan
-uses). :func:`snapshot_files` is the only place that reads Delta's JVM classes
-(``DeltaLog.forTableWithSnapshot``, the objects Delta's own VACUUM uses); on a Delta build that
-lacks them (a vendor fork) the table is refused with a message that says so, never vacuumed blind.
+uses), and the newest commit's time. :func:`snapshot_files` and :func:`latest_commit` are the only
+places that read Delta's JVM classes (``DeltaLog.forTableWithSnapshot``, the objects Delta's own
+VACUUM uses); on a Delta build that lacks them (a vendor fork) the table is refused with a message
+that says so, never vacuumed blind.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class TableState:
     partition_columns: tuple[str, ...]
     retention_millis: int  # delta.deletedFileRetentionDuration
     iceberg_enabled: bool  # UniForm: the metadata/ folder belongs to Iceberg
+    commit_timestamp_millis: int | None = None  # the version's commit time, as Delta reads it
 
     @property
     def base(self) -> str:
@@ -82,7 +84,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     """
     from delta.tables import DeltaTable
 
-    version, files = snapshot_files(spark, uri)
+    (version, committed_at), files = snapshot_files(spark, uri)
     detail = DeltaTable.forPath(spark, uri).detail().first()
     assert detail is not None
     properties = dict(detail["properties"] or {})
@@ -93,6 +95,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         partition_columns=tuple(detail["partitionColumns"] or ()),
         retention_millis=retention_millis(spark, properties.get(RETENTION_PROPERTY, DEFAULT_RETENTION)),
         iceberg_enabled="iceberg" in _listed(properties.get(UNIFORM_PROPERTY, "")),
+        commit_timestamp_millis=committed_at,
     )
     return state, files
 
@@ -147,10 +150,24 @@ def retention_millis(spark: SparkSession, value: str) -> int:
     return micros // 1000
 
 
-def snapshot_files(spark: SparkSession, uri: str) -> tuple[int, DataFrame]:
-    """The newest version of the table at ``uri`` and its live files (``path``, ``size``,
-    ``modificationTime``): the one fact read from Delta's JVM internals, as no public API has it.
+def snapshot_files(spark: SparkSession, uri: str) -> tuple[tuple[int, int], DataFrame]:
+    """The newest commit of the table at ``uri`` (version, commit time in epoch milliseconds) and
+    its live files (``path``, ``size``, ``modificationTime``): the one fact read from Delta's JVM
+    internals, as no public API has it.
     """
+    snapshot = _newest_snapshot(spark, uri)
+    files = DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size", "modificationTime")
+    return (int(snapshot.version()), int(snapshot.timestamp())), files
+
+
+def latest_commit(spark: SparkSession, uri: str) -> tuple[int, int]:
+    """(version, commit time in epoch milliseconds) of the table's newest commit, read from its log
+    now (a LIST of ``_delta_log/``; no Spark job when nothing was committed since the last read)."""
+    snapshot = _newest_snapshot(spark, uri)
+    return int(snapshot.version()), int(snapshot.timestamp())
+
+
+def _newest_snapshot(spark: SparkSession, uri: str):  # type: ignore[no-untyped-def]  # a py4j object
     jvm = spark._jvm
     assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
     try:
@@ -167,8 +184,7 @@ def snapshot_files(spark: SparkSession, uri: str) -> tuple[int, DataFrame]:
     snapshot = pair._2()
     if snapshot.version() < 0:
         raise VacuumRefused(f"{uri} is not a Delta table (no _delta_log)")
-    files = DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size", "modificationTime")
-    return int(snapshot.version()), files
+    return snapshot
 
 
 def decoded_relative_path(column: str = "path") -> F.Column:
