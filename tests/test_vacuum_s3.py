@@ -188,8 +188,11 @@ def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lak
 
 
 def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypatch):
-    """With no commit since the plan's snapshot, a second plan would name a superset: it is not
-    made. A commit of any kind (here one that changes no file) makes it."""
+    """With the log as the plan's snapshot saw it, a second plan would name a superset: it is not
+    made. The newest commit file rewritten by another writer (same version, without one of its
+    removes) makes it, and the file that is live again is kept."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
     from pyspark.sql import functions as F
 
     from tests.test_plan_and_delete import slice_of
@@ -200,7 +203,8 @@ def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypat
 
     location = StorageLocation.parse(lake["uri"])
     state, _ = load_table_state(spark, lake["uri"])
-    assert latest_commit(spark, lake["uri"]) == (state.version, state.commit_timestamp_millis)
+    assert state.newest_commit is not None and latest_commit(spark, lake["uri"]) == state.newest_commit
+    assert not state.newest_commit.endswith("etag=")  # S3A's listing gives the commit file's ETag
     plans: list[str] = []
 
     def counted(session, sql):
@@ -210,22 +214,40 @@ def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypat
     monkeypatch.setattr(runner, "dry_run_candidates", counted)
     frame = slice_of(runner.read_inventory(spark, lake["inventory"]), location, state)
     context = runner._RunContext("test", None, ())
+    bucket = lake["bucket"]
     with temporary_view(delta_inventory(frame)) as view:
         sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=view)
         planned = candidate_details(dry_run_candidates(spark, sql), frame, state)
-        keep_one = planned.where(F.col("key") != F.lit(JUNK[0]))
+        one = planned.where(F.col("key") == F.lit(JUNK[1]))
         run = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
-        runner._summarise(keep_one, run)
-        runner._delete_batch(spark, keep_one, sql, state, RegisteredTableStub("events"), context, None, run)
-        assert plans == [] and not run.warnings
-        assert run.deleted_files == run.planned_files > 1
-        spark.sql(f"ALTER TABLE delta.`{lake['uri']}` SET TBLPROPERTIES ('inventory_vacuum.test' = 'x')")
-        rest = planned.where(F.col("key") == F.lit(JUNK[0]))
+        runner._summarise(one, run)
+        runner._delete_batch(spark, one, sql, state, RegisteredTableStub("events"), context, None, run)
+        assert plans == [] and run.deleted_files == run.planned_files == 1 and not run.warnings
+
+        # another writer (no commit lock) writes the newest version again, one remove fewer, in
+        # the same second as the first (S3's LastModified counts seconds): the commit time is the same
+        log_key = f"events/_delta_log/{state.version:020d}.json"
+        lines = s3.get_object(Bucket=bucket, Key=log_key)["Body"].read().decode().splitlines()
+        revived = next(json.loads(line)["remove"]["path"] for line in lines if '"remove"' in line)
+        kept = [line for line in lines if json.loads(line).get("remove", {}).get("path") != revived]
+        stored = s3_backends[DEFAULT_ACCOUNT_ID]["global"].buckets[bucket].keys
+        written_at = stored[log_key].last_modified
+        s3.put_object(Bucket=bucket, Key=log_key, Body=("\n".join(kept) + "\n").encode())
+        stored[log_key].last_modified = written_at
+        s3.delete_object(Bucket=bucket, Key=f"events/_delta_log/{state.version:020d}.crc")
+        newest = latest_commit(spark, lake["uri"])
+        assert newest != state.newest_commit
+        assert newest.split(" file=")[0] == state.newest_commit.split(" file=")[0]  # same version and time
+        rest = planned.where(F.col("key") != F.lit(JUNK[1]))
         run = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
         runner._summarise(rest, run)
+        assert f"events/{revived}" in {r["key"] for r in rest.collect()}
         runner._delete_batch(spark, rest, sql, state, RegisteredTableStub("events"), context, None, run)
-        assert plans == [sql] and run.deleted_files == 1
-    assert set(JUNK).isdisjoint(keys_of(s3, lake["bucket"]))
+        assert plans == [sql]
+        assert run.deleted_files == run.planned_files - 1 and "not in the plan made again" in run.warnings[0]
+    remaining = keys_of(s3, bucket)
+    assert f"events/{revived}" in remaining  # live again: kept
+    assert set(JUNK).isdisjoint(remaining)
 
 
 class RegisteredTableStub:

@@ -665,21 +665,22 @@ def _delete_batch(
     """Re-plan against a fresh snapshot, keep only files both plans agree on, delete those, and
     record every deleted object in the ledger, also when some deletes failed.
 
-    The fresh plan is made only when the table has a commit the plan's snapshot did not see: on
-    the same snapshot and the same inventory, a later plan names every file the first one did
-    (time only moves the retention's cutoffs forward), so keeping "both plans" would keep all.
+    The fresh plan is made only when the log's newest commit is not the one the plan's snapshot
+    ended with (:func:`latest_commit`): on the same snapshot and the same inventory, a later plan
+    names every file the first one did (time only moves the retention's cutoffs forward), so
+    keeping "both plans" would keep all.
 
     With ``verify_existence``, the candidates that no longer exist are set aside first
     (:func:`_set_aside_gone`): S3 answers "Deleted" for a missing key.
     """
     newest = latest_commit(spark, state.uri)
-    if state.commit_timestamp_millis is not None and newest == (state.version, state.commit_timestamp_millis):
+    if state.newest_commit is not None and newest == state.newest_commit:
         confirmed = planned
     else:
         log.info(
-            "%s: a commit since the plan's version %d (now %s): planning again",
+            "%s: the log changed since planning (%s; now %s): planning again",
             table.name,
-            state.version,
+            state.newest_commit,
             newest,
         )
         fresh = dry_run_candidates(spark, plan_sql).select("path")
@@ -755,7 +756,10 @@ def _send_deletes(
         run.keep(KEPT_NOT_SENDABLE, int(row["not_sendable"]))
         dropped = run.planned_files - run.deleted_files - run.remaining_files - (run.already_gone_files or 0)
         if dropped:
-            run.warnings.append(f"{dropped} candidate(s) dropped: live again in the fresh snapshot")
+            run.warnings.append(
+                f"{dropped} candidate(s) dropped: not in the plan made again after a commit since "
+                "planning (live again, or kept by a changed retention)"
+            )
         if ledger and run.deleted_files:
             warning = record_deletions(
                 spark, ledger, deleted, run_id=context.run_id, table=table.name, deleted_with="batch"

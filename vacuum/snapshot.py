@@ -4,7 +4,7 @@ Public APIs give almost every fact: ``DeltaTable.detail()`` the qualified locati
 columns and the table properties (the retention, UniForm), and Spark's own interval parser reads
 the retention as Delta does. One fact has no public API in any Delta release: the snapshot's live
 files with their ``modificationTime`` (the safety cross-checks need both, at the version the plan
-uses), and the newest commit's time. :func:`snapshot_files` and :func:`latest_commit` are the only
+uses), and which commit file the snapshot ends with. :func:`snapshot_files` and :func:`latest_commit` are the only
 places that read Delta's JVM classes (``DeltaLog.forTableWithSnapshot``, the objects Delta's own
 VACUUM uses); on a Delta build that lacks them (a vendor fork) the table is refused with a message
 that says so, never vacuumed blind.
@@ -38,7 +38,8 @@ class TableState:
     partition_columns: tuple[str, ...]
     retention_millis: int  # delta.deletedFileRetentionDuration
     iceberg_enabled: bool  # UniForm: the metadata/ folder belongs to Iceberg
-    commit_timestamp_millis: int | None = None  # the version's commit time, as Delta reads it
+    # the snapshot's newest commit file as Delta listed it (see latest_commit); None: unknown
+    newest_commit: str | None = None
 
     @property
     def base(self) -> str:
@@ -84,7 +85,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     """
     from delta.tables import DeltaTable
 
-    (version, committed_at), files = snapshot_files(spark, uri)
+    (version, newest_commit), files = snapshot_files(spark, uri)
     detail = DeltaTable.forPath(spark, uri).detail().first()
     assert detail is not None
     properties = dict(detail["properties"] or {})
@@ -95,7 +96,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         partition_columns=tuple(detail["partitionColumns"] or ()),
         retention_millis=retention_millis(spark, properties.get(RETENTION_PROPERTY, DEFAULT_RETENTION)),
         iceberg_enabled="iceberg" in _listed(properties.get(UNIFORM_PROPERTY, "")),
-        commit_timestamp_millis=committed_at,
+        newest_commit=newest_commit,
     )
     return state, files
 
@@ -150,21 +151,45 @@ def retention_millis(spark: SparkSession, value: str) -> int:
     return micros // 1000
 
 
-def snapshot_files(spark: SparkSession, uri: str) -> tuple[tuple[int, int], DataFrame]:
-    """The newest commit of the table at ``uri`` (version, commit time in epoch milliseconds) and
-    its live files (``path``, ``size``, ``modificationTime``): the one fact read from Delta's JVM
-    internals, as no public API has it.
+def snapshot_files(spark: SparkSession, uri: str) -> tuple[tuple[int, str | None], DataFrame]:
+    """The newest snapshot of the table at ``uri``: its version, its :func:`latest_commit`
+    fingerprint, and its live files (``path``, ``size``, ``modificationTime``), the one fact read
+    from Delta's JVM internals, as no public API has it.
     """
     snapshot = _newest_snapshot(spark, uri)
     files = DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size", "modificationTime")
-    return (int(snapshot.version()), int(snapshot.timestamp())), files
+    return (int(snapshot.version()), _fingerprint(snapshot)), files
 
 
-def latest_commit(spark: SparkSession, uri: str) -> tuple[int, int]:
-    """(version, commit time in epoch milliseconds) of the table's newest commit, read from its log
-    now (a LIST of ``_delta_log/``; no Spark job when nothing was committed since the last read)."""
-    snapshot = _newest_snapshot(spark, uri)
-    return int(snapshot.version()), int(snapshot.timestamp())
+def latest_commit(spark: SparkSession, uri: str) -> str | None:
+    """What identifies the table's newest commit, read from its log now (a LIST of
+    ``_delta_log/``; no Spark job when nothing was committed since the last read): the version,
+    the commit time, and the newest commit file's path, length, modification time and ETag as
+    Delta listed them. Two equal fingerprints are the same commits: a commit file of the same
+    version rewritten by another writer (two writers without a commit lock) has another length,
+    ETag or modification time. None when the snapshot ends at a checkpoint with no commit file
+    after it, or the listing gives no file: then nothing is claimed.
+    """
+    return _fingerprint(_newest_snapshot(spark, uri))
+
+
+def _fingerprint(snapshot) -> str | None:  # type: ignore[no-untyped-def]  # a py4j Snapshot
+    deltas = snapshot.logSegment().deltas()
+    if deltas.isEmpty():
+        return None
+    newest = deltas.last()
+    etag = ""
+    for getter in ("getEtag", "getETag"):  # S3A's file status has one (Hadoop 3.4: both)
+        try:
+            etag = str(getattr(newest, getter)() or "")
+            break
+        except Exception:  # another file system: no ETag; the length and the time still count
+            continue
+    return (
+        f"version={int(snapshot.version())} timestamp={int(snapshot.timestamp())} "
+        f"file={newest.getPath().toString()} length={int(newest.getLen())} "
+        f"modified={int(newest.getModificationTime())} etag={etag}"
+    )
 
 
 def _newest_snapshot(spark: SparkSession, uri: str):  # type: ignore[no-untyped-def]  # a py4j object
