@@ -217,6 +217,23 @@ def test_batches_hold_at_most_1000_keys(spark, s3, bucket):
         delete_keys(s3, bucket, keys[:1001])
 
 
+def test_outcomes_carry_each_candidates_path_and_length(spark, s3, bucket):
+    """The runner counts bytes and writes the ledger from the outcomes alone: each row must carry
+    its own candidate's path and length, the unsendable key's row too."""
+    keys = ["carry/a", "carry/b c", "carry/bad\x01key"]
+    for key in keys[:2]:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"")
+    rows = [(bucket, k, f"s3a://{bucket}/{k}", 10 + i) for i, k in enumerate(keys)]
+    frame = spark.createDataFrame(rows, "bucket string, key string, path string, length long")
+    outcomes = delete_in_batches(frame, tasks=1)
+    got = {
+        (r["bucket"], r["key"], r["path"], r["length"], r["deleted"]) for r in outcomes.collect() if r["key"]
+    }
+    assert got == {(b, k, p, n, "\x01" not in k) for b, k, p, n in rows}
+    assert keys_of(s3, bucket) & set(keys) == set()
+    outcomes.unpersist()
+
+
 def test_inventory_age_does_not_depend_on_the_driver_time_zone(spark, monkeypatch):
     import time
 

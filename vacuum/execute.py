@@ -35,11 +35,17 @@ OUTCOME_SCHEMA = StructType(
     [
         StructField("bucket", StringType()),
         StructField("key", StringType()),
+        StructField("path", StringType()),
+        StructField("length", LongType()),
         StructField("deleted", BooleanType()),
         StructField("error", StringType()),
         StructField("requests", LongType()),
     ]
 )
+
+
+# bucket, key, path, length, deleted, error, requests: one row of OUTCOME_SCHEMA
+Outcome = tuple[str | None, str | None, str | None, int | None, bool, str | None, int]
 
 
 @dataclass(frozen=True)
@@ -72,11 +78,13 @@ def with_bucket_and_key(frame: DataFrame) -> DataFrame:
 
 
 def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: int | None = None) -> DataFrame:
-    """Delete the objects of ``candidates`` (columns ``bucket``, ``key``) with DeleteObjects.
+    """Delete the objects of ``candidates`` (columns ``bucket``, ``key``; ``path`` and ``length``
+    are carried through when present) with DeleteObjects.
 
-    Returns one row per key (``bucket, key, deleted, error``) plus ``requests`` (the requests a
-    task sent, on one row of each task), persisted: the deletes run exactly once, when this
-    returns. The caller unpersists it.
+    Returns one row per candidate (``bucket, key, path, length, deleted, error``) plus one row
+    per task with ``requests`` (the requests it sent; its other columns null), persisted: the
+    deletes run exactly once, when this returns, and what the caller counts and ledgers is read
+    from these rows, not from the candidates again. The caller unpersists it.
     """
     spark = candidates.sparkSession
     settings = {
@@ -84,15 +92,20 @@ def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: in
         "region_name": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
     }
     partitions = tasks or max(1, min(64, spark.sparkContext.defaultParallelism))
+    columns = set(candidates.columns)
+    carried = [
+        F.col(name) if name in columns else F.lit(None).cast(kind).alias(name)
+        for name, kind in (("path", "string"), ("length", "long"))
+    ]
     keyed = (
-        candidates.select("bucket", "key")
+        candidates.select("bucket", "key", *carried)
         # contiguous key ranges per task: full 1000-key requests, and many tasks even for one bucket
         .repartitionByRange(partitions, "bucket", "key")
         .sortWithinPartitions("bucket", "key")
     )
 
-    def run(rows: Iterable[Any]) -> Iterator[tuple[str | None, str | None, bool, str | None, int]]:
-        return delete_partition(((row[0], row[1]) for row in rows), settings, max_attempts)
+    def run(rows: Iterable[Any]) -> Iterator[Outcome]:
+        return delete_partition(((row[0], row[1], row[2], row[3]) for row in rows), settings, max_attempts)
 
     outcomes = spark.createDataFrame(keyed.rdd.mapPartitions(run), OUTCOME_SCHEMA).persist(
         StorageLevel.MEMORY_AND_DISK
@@ -102,47 +115,52 @@ def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: in
 
 
 def delete_partition(
-    rows: Iterator[tuple[str, str]], settings: dict[str, str | None], max_attempts: int
-) -> Iterator[tuple[str | None, str | None, bool, str | None, int]]:
-    """Runs in a Spark task: delete one partition's keys, 1000 a request. Never raises."""
+    rows: Iterator[tuple[str, str, str | None, int | None]],
+    settings: dict[str, str | None],
+    max_attempts: int,
+) -> Iterator[Outcome]:
+    """Runs in a Spark task: delete one partition's keys (``bucket, key, path, length`` rows,
+    sorted by bucket), 1000 a request; one outcome row per input row. Never raises."""
     requests = 0
     fatal: str | None = None
     try:
         client = _client(settings)
     except Exception as error:  # no client, no request: every key stays, with the reason
         client, fatal = None, f"cannot create an S3 client: {_describe(error)}"
-    batch: list[str] = []
+    batch: list[tuple[str, str | None, int | None]] = []  # key, path, length
     current_bucket: str | None = None
 
-    def flush() -> Iterator[tuple[str | None, str | None, bool, str | None, int]]:
+    def flush() -> Iterator[Outcome]:
         nonlocal requests, fatal
         if not batch or current_bucket is None:
             return
+        keys = [key for key, _, _ in batch]
         if fatal is not None:
-            outcome = KeyBatchOutcome([], dict.fromkeys(batch, fatal), 0)
+            outcome = KeyBatchOutcome([], dict.fromkeys(keys, fatal), 0)
         else:
-            outcome = delete_keys(client, current_bucket, list(batch), max_attempts)
+            outcome = delete_keys(client, current_bucket, keys, max_attempts)
             requests += outcome.requests
             if outcome.failed and len(outcome.failed) == len(batch) and not outcome.deleted:
                 first = next(iter(outcome.failed.values()))
                 if _stops_everything(first):
                     fatal = first
-        for key in outcome.deleted:
-            yield current_bucket, key, True, None, 0
-        for key, error in outcome.failed.items():
-            yield current_bucket, key, False, error, 0
+        deleted = set(outcome.deleted)
+        for key, path, length in batch:
+            # delete_keys gives every key it was sent an outcome; a key it did not name stays
+            error = None if key in deleted else outcome.failed.get(key, "no outcome from DeleteObjects")
+            yield current_bucket, key, path, length, error is None, error, 0
         batch.clear()
 
-    for bucket, key in rows:
+    for bucket, key, path, length in rows:
         if bucket != current_bucket or len(batch) == MAX_KEYS_PER_REQUEST:
             yield from flush()
             current_bucket = bucket
         if is_sendable(key):
-            batch.append(key)
+            batch.append((key, path, length))
         else:
-            yield bucket, key, False, "key cannot be sent in a DeleteObjects XML body", 0
+            yield bucket, key, path, length, False, "key cannot be sent in a DeleteObjects XML body", 0
     yield from flush()
-    yield None, None, False, None, requests  # the task's request count
+    yield None, None, None, None, False, None, requests  # the task's request count
 
 
 def _client(settings: dict[str, str | None]) -> Any:
