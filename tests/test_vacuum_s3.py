@@ -515,3 +515,20 @@ def test_flat_mode_plans_like_inventory_mode_from_one_flat_listing(spark, s3, s3
     others = {listed: n for listed, n in listings.items() if listed != ("events/", "")}
     assert all(p.startswith("events/_delta_log/") for p, _ in others), others
     assert lists["ListObjects"] == 0
+
+
+def test_batch_delete_of_a_listing_plan_reports_unknown_bytes_not_zero(spark, s3, lake):
+    """A listing plan knows no sizes (only the Python API lets it delete with batch): the bytes
+    deleted are unknown (null), never a measured-looking 0, and the files are still counted."""
+    from inventory.registry import load_registry
+    from vacuum.runner import VacuumOptions, vacuum_tables
+
+    registry = load_registry(registry_file(lake["tmp"], {"events": lake["uri"]}))
+    ledger = f"s3://{lake['inventory_bucket']}/tables/ledger"
+    options = VacuumOptions(mode="list", delete_with="batch", ledger_table=ledger)
+    result = vacuum_tables(spark, registry.select(["events"]), options, "r-list")
+    run = result.tables[0]
+    assert run.status == "ok", run.reason
+    assert run.deleted_files == run.planned_files > 0
+    assert run.planned_bytes is None and run.deleted_bytes is None
+    assert keys_of(s3, lake["bucket"]) & set(JUNK) == set()

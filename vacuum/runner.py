@@ -752,7 +752,12 @@ def _send_deletes(
     Spark re-plans every cached frame that reads a table it writes (Delta file listings: about
     2 s at 100k files, measured from Spark's event log).
     """
+    missing = {"path", "length"} - set(confirmed.columns)
+    if missing:  # the ledger and the bytes come from the outcomes: never fill them with nulls
+        raise InventoryVacuumError(f"the plan has no {', '.join(sorted(missing))} column; nothing deleted")
     outcomes = delete_in_batches(confirmed)
+    # the requests are sent: until the outcomes are counted, what was deleted is not known (not 0)
+    run.deleted_files = run.deleted_bytes = run.remaining_files = None
     try:
         try:
             release_plan()
@@ -770,12 +775,14 @@ def _send_deletes(
             F.first(F.when(keys & ~F.col("deleted"), F.col("error")), ignorenulls=True).alias("first_error"),
             F.coalesce(F.sum("requests"), F.lit(0)).alias("requests"),
             F.coalesce(F.sum(F.when(keys & F.col("deleted"), F.col("length"))), F.lit(0)).alias("bytes"),
+            # a deleted object of unknown length (a listing plan): the bytes are unknown, not 0
+            F.count(F.when(keys & F.col("deleted") & F.col("length").isNull(), 1)).alias("unsized"),
         ).first()
         assert row is not None
         run.delete_requests = int(row["requests"])
         run.deleted_files = int(row["deleted"])
         run.remaining_files = int(row["failed"])
-        run.deleted_bytes = row["bytes"]
+        run.deleted_bytes = row["bytes"] if row["unsized"] == 0 else None
         run.keep(KEPT_NOT_SENDABLE, int(row["not_sendable"]))
         dropped = run.planned_files - run.deleted_files - run.remaining_files - (run.already_gone_files or 0)
         if dropped:
