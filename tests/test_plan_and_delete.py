@@ -339,9 +339,21 @@ def test_nested_tables_are_found_by_their_log_directory(spark):
         "t/y/z/_delta_log/00000000000000000000.json",  # nested in the nested: the outer one counts
         "t/p=1/inner/_delta_log/00000000000000000003.checkpoint.parquet",
         "t/p=1/part-0.parquet",
+        "t/w//_delta_log/00000000000000000000.json",  # no Hadoop path names it: not a table's log
+        "u/_delta_log/00000000000000000000.json",  # another table's
     ]
     figures = inventory_figures(inventory_of(spark, "lake", keys), StorageLocation.parse("s3://lake/t"))
     assert sorted(figures.nested_roots) == ["p=1/inner", "y"]
+    assert figures.objects_under_table == 7  # every row under t/ counts, the unnameable key too
+
+
+def test_shuffle_partitions_are_sized_to_the_tables_objects():
+    from vacuum.snapshot import shuffle_partitions
+
+    assert shuffle_partitions(1_000, 8) == 1  # a small table: one partition, not eight empty ones
+    assert shuffle_partitions(0, 8) == 1
+    assert shuffle_partitions(600_000, 8) == 3  # a partition per 250k objects
+    assert shuffle_partitions(10**9, 200) == 200  # never more than the session's setting
 
 
 def test_snapshot_partitions_are_sized_to_the_table(tmp_path):

@@ -121,3 +121,33 @@ def test_short_retention_deletes_exactly_the_unreferenced_files(spark, tmp_path)
     assert result["tables"][0]["deleted_files"] == len(expected)
     assert rows_at(spark, uri) == current_count
     assert (root / "day=2024-01-01" / "_SUCCESS").exists()
+
+
+def test_a_run_sizes_each_tables_shuffles_on_its_own_session_and_a_broken_inventory_fails_each_table(
+    spark, tmp_path
+):
+    root = tmp_path / "lake" / "events"
+    create_history_table(spark, f"file://{root}")
+    age(touch(root / "orphan.parquet"), days=30)
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, tmp_path / "lake", inventory)
+    registry = write_registry(tmp_path / "tables.yaml", events=root)
+
+    code, dry = vacuum(registry, inventory, "--dry-run")
+
+    assert code == 0, dry["tables"][0]["reason"]
+    assert dry["tables"][0]["planned_files"] == 1
+    # the table's session took a setting sized to its few objects (1); the job's own session kept
+    # the job's local default (8, which the CLI sets on the session it gets)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
+
+    # the inventory's data files gone: the run's up-front figures fail (only logged), and each
+    # table meets the same error and reports it; nothing is planned
+    data_files = [p for p in (tmp_path / "inventory").rglob("*.parquet") if "_delta_log" not in p.parts]
+    assert data_files
+    for path in data_files:
+        path.unlink()
+    code, broken = vacuum(registry, inventory, "--dry-run")
+    [run] = broken["tables"]
+    assert code != 0 and run["status"] == "failed" and run["planned_files"] == 0, run
+    assert run["reason"]

@@ -62,18 +62,23 @@ def table_objects(inventory: DataFrame, location: StorageLocation) -> DataFrame:
     the table) and its ``components``; ``/``-terminated keys and keys with ``//`` left out (S3
     folder markers and keys no Hadoop path can name).
     """
-    prefix = f"{location.key}/"
+    return _with_relative_path(rows_under(inventory, location), location).where(_is_table_object())
+
+
+def _is_table_object() -> Column:
     return (
-        rows_under(inventory, location)
-        .where(
-            is_current_version()
-            & ~F.col("key").endswith("/")
-            & ~F.col("key").contains("//")
-            & F.col("length").isNotNull()
-            & F.col("modificationTime").isNotNull()
-        )
-        .withColumn("relative_path", F.substring(F.col("key"), len(prefix) + 1, 1 << 30))
-        .withColumn("components", F.split(F.col("relative_path"), "/"))
+        is_current_version()
+        & ~F.col("key").endswith("/")
+        & ~F.col("key").contains("//")
+        & F.col("length").isNotNull()
+        & F.col("modificationTime").isNotNull()
+    )
+
+
+def _with_relative_path(rows: DataFrame, location: StorageLocation) -> DataFrame:
+    prefix = f"{location.key}/"
+    return rows.withColumn("relative_path", F.substring(F.col("key"), len(prefix) + 1, 1 << 30)).withColumn(
+        "components", F.split(F.col("relative_path"), "/")
     )
 
 
@@ -219,12 +224,13 @@ def inventory_figures(
 ) -> InventoryFigures:
     """Objects under the table's path and the nested Delta tables below it (one Spark job over
     the table's keys), with the bucket's :func:`bucket_figures` (computed here unless given)."""
-    objects = table_objects(inventory, location)
-    nested = objects.select(nested_table_root().alias("root")).where(F.col("root").isNotNull())
+    # one pass: every row under the table counts; the nested roots come from its objects only
     row = (
-        rows_under(inventory, location)
-        .agg(F.count(F.lit(1)).alias("objects"))
-        .crossJoin(nested.agg(F.collect_set("root").alias("roots")))
+        _with_relative_path(rows_under(inventory, location), location)
+        .agg(
+            F.count(F.lit(1)).alias("objects"),
+            F.collect_set(F.when(_is_table_object(), nested_table_root())).alias("roots"),
+        )
         .first()
     )
     assert row is not None

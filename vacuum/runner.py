@@ -35,7 +35,7 @@ from inventory.paths import StorageLocation
 from inventory.registry import RegisteredTable
 from inventory.s3 import describe, s3_client
 from inventory.schema import INVENTORY_TABLE_SCHEMA
-from inventory.session import name_jobs
+from inventory.session import job_group, name_jobs
 from vacuum import gates
 from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs
@@ -66,10 +66,12 @@ from vacuum.results import (
     VacuumResult,
 )
 from vacuum.snapshot import (
+    SHUFFLE_PARTITIONS,
     SNAPSHOT_PARTITIONS,
     TableState,
     latest_commit,
     load_table_state,
+    shuffle_partitions,
     snapshot_partitions,
 )
 from vacuum.verify import directory_object_counts, still_present
@@ -229,19 +231,55 @@ def vacuum_tables(
 
     sized_by_user = spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None
 
-    def run_one(table: RegisteredTable) -> TableRun:
+    def session_for(location: StorageLocation) -> SparkSession:
+        """A new session, active on the calling thread, with Delta's snapshot sized to ``location``."""
         session = spark.newSession()
         if not sized_by_user:
             parallelism = spark.sparkContext.defaultParallelism
-            session.conf.set(SNAPSHOT_PARTITIONS, str(snapshot_partitions(table.location, parallelism)))
+            session.conf.set(SNAPSHOT_PARTITIONS, str(snapshot_partitions(location, parallelism)))
         activate(session)
-        return vacuum_table(session, table, options, context)
+        return session
+
+    if options.inventory_table and version is not None:
+        with job_group(spark, "inventory-vacuum run: inventory figures"):
+            inventory_location = StorageLocation.parse(options.inventory_table, what="inventory table")
+            _read_bucket_figures(
+                spark, session_for(inventory_location), tables, options.inventory_table, context
+            )
+
+    def run_one(table: RegisteredTable) -> TableRun:
+        return vacuum_table(session_for(table.location), table, options, context)
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
         runs = list(pool.map(run_one, tables))
     if options.history_table:
         record_vacuum_runs(spark, options.history_table, run_id, runs)
     return VacuumResult(runs)
+
+
+def _read_bucket_figures(
+    spark: SparkSession,
+    session: SparkSession,
+    tables: Sequence[RegisteredTable],
+    inventory_table: str,
+    context: _RunContext,
+) -> None:
+    """Each bucket's figures of the pinned inventory, before any table runs, on ``session``, whose
+    ``snapshotPartitions`` is sized to the inventory table (``spark`` is active again after).
+    Delta builds the inventory's snapshot state once, on its first query, with that query's
+    session setting; every table's scan of the inventory then plans its file skipping over it. Left to the first table, the state
+    took that table's setting (or Delta's default of 50 partitions: 50 tasks a table).
+
+    A failure here is logged only: each table reads the same figures and reports the error itself.
+    """
+    try:
+        inventory = read_inventory(session, inventory_table, context.inventory_version)
+        for bucket in sorted({table.location.bucket for table in tables}):
+            context.figures_of_bucket(inventory, bucket)
+    except Exception as error:
+        log.warning("figures of the inventory %s: %s", inventory_table, spark_error_summary(error))
+    finally:
+        activate(spark)
 
 
 def _protected_locations(options: VacuumOptions) -> tuple[StorageLocation, ...]:
@@ -468,6 +506,7 @@ def _gated_slice(
     )
     assert taken_at is not None
     gates.check_inventory_present(figures.objects_under_table, location.bucket, location.uri)
+    _size_shuffles(spark, figures.objects_under_table)
     if (
         figures.newest_modification_millis is not None
         and figures.newest_modification_millis < _MILLISECONDS_FLOOR
@@ -516,6 +555,16 @@ def _gated_slice(
         classified.unpersist()
     run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)
     return slice_frame
+
+
+def _size_shuffles(spark: SparkSession, objects: int) -> None:
+    """This session is this table's: its shuffles (ours and Delta's VACUUM) sized to its objects.
+    A setting that is not a number (a platform's ``auto``) is left as it is."""
+    try:
+        configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
+    except ValueError:
+        return
+    spark.conf.set(SHUFFLE_PARTITIONS, str(shuffle_partitions(objects, configured)))
 
 
 def _not_protected(roots: Sequence[str], protected_prefixes: Sequence[str]) -> list[str]:
@@ -637,11 +686,11 @@ def tables_among(state: TableState, directories: Sequence[str]) -> list[str]:
 
 
 def _summarise(planned: DataFrame, run: TableRun) -> None:
-    rows = (
+    rows = sorted(  # ordered here, not by a Spark sort: a sort is two more jobs per table
         planned.groupBy("partition")
         .agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes"))
-        .orderBy("partition")
-        .collect()
+        .collect(),
+        key=lambda r: r["partition"],
     )
     run.partitions = [
         {"partition": r["partition"], "files": int(r["files"]), "bytes": r["bytes"]} for r in rows

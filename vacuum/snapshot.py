@@ -26,6 +26,9 @@ _SEPARATOR = "\u0001"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 _DELTA_DEFAULT_SNAPSHOT_PARTITIONS = 50
 _ACTIONS_PER_SNAPSHOT_PARTITION = 100_000
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+# about 64 MB of inventory rows (AQE's advisory partition size) per shuffle partition
+_OBJECTS_PER_SHUFFLE_PARTITION = 250_000
 
 
 @dataclass(frozen=True)
@@ -245,3 +248,11 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
     except Exception:  # no checkpoint yet, or one without a size
         return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, default_parallelism))
     return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))
+
+
+def shuffle_partitions(objects: int, configured: int) -> int:
+    """Shuffle partitions for one table's plan: a partition per 250k of its inventory objects,
+    never more than the session's setting (``configured``). Delta's VACUUM and the checks
+    around it join the table's objects; a small table on a setting made for a big one pays a
+    task per empty partition in every one of their shuffles."""
+    return max(1, min(configured, -(-objects // _OBJECTS_PER_SHUFFLE_PARTITION)))
