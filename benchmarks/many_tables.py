@@ -149,6 +149,8 @@ def vacuum_run(
     from jobs.cli import run
 
     out = io.StringIO()
+    # as a vacuum job of its own would start: no Delta log state left from the ingest or the last run
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     since_ms = int(time.time() * 1000)
     started = time.monotonic()
     code = run(
