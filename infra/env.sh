@@ -80,7 +80,9 @@ ensure_venv() {
   if [ ! -e "$venv/bin/python" ]; then
     local python
     python="$(find_python "$version")" || return 1
-    "$python" -m venv "$venv" || return 1
+    # a current pip: an old one (3.10's 23.0) builds pyspark's sdist by the deprecated, fragile
+    # `setup.py install` when the wheel package is missing, and that failed once in CI
+    "$python" -m venv --upgrade-deps "$venv" || return 1
   fi
   local stamp="$venv/.inventory-vacuum-installed" wanted
   wanted="$(cat pyproject.toml "$pins" | cksum)"

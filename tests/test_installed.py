@@ -16,6 +16,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -189,6 +190,36 @@ def remove_worker_directory(application_id_file: Path) -> None:
             work.rmdir()  # unless another run's application is still there
 
 
+def run_cluster_job(
+    command: list[str], tmp_path: Path, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    """Run the cluster job; about 40 s here. Once in CI its cluster hung past 300 s (a master, a
+    worker and an executor JVM on a loaded 2-core machine, cause not captured): a hang is
+    retried once, with its last log lines kept as a warning, and a second hang fails with them."""
+    for attempt in (1, 2):
+        try:
+            return subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                cwd=tmp_path,
+                env=bare_env(tmp_path),
+            )
+        except subprocess.TimeoutExpired as hung:
+            stderr = (
+                hung.stderr.decode(errors="replace") if isinstance(hung.stderr, bytes) else hung.stderr or ""
+            )
+            tail = "\n".join(stderr.splitlines()[-40:])
+            if attempt == 2:
+                pytest.fail(f"the local-cluster job hung twice; its last log lines:\n{tail}")
+            warnings.warn(f"the local-cluster job hung (retried); its last log lines:\n{tail}", stacklevel=1)
+        finally:
+            remove_worker_directory(tmp_path / "application_id")
+    raise AssertionError("unreachable")
+
+
 @pytest.mark.slow
 def test_cluster_executors_get_the_package_shipped(s3, bucket_factory, tmp_path):
     """A real multi-process cluster (``local-cluster``: a master, a worker, an executor JVM) whose
@@ -210,18 +241,9 @@ def test_cluster_executors_get_the_package_shipped(s3, bucket_factory, tmp_path)
     put(s3, bucket, *keys, "keep/me")
     job = tmp_path / "job.py"
     job.write_text(CLUSTER_JOB)
-    try:
-        completed = subprocess.run(
-            [sys.executable, str(job), "local-cluster[1,1,1024]", str(worker), bucket, *keys],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            cwd=tmp_path,
-            env=bare_env(tmp_path),
-        )
-    finally:
-        remove_worker_directory(tmp_path / "application_id")
+    completed = run_cluster_job(
+        [sys.executable, str(job), "local-cluster[1,1,1024]", str(worker), bucket, *keys], tmp_path
+    )
     assert completed.returncode == 0, errors_in(completed.stderr)
     found = json.loads(completed.stdout.strip().splitlines()[-1])["vacuum_in_executor"]
     assert f"{PACKAGE_ZIP}/vacuum/__init__.py" in found  # imported from the shipped zip
