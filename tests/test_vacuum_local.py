@@ -151,3 +151,21 @@ def test_a_run_sizes_each_tables_shuffles_on_its_own_session_and_a_broken_invent
     [run] = broken["tables"]
     assert code != 0 and run["status"] == "failed" and run["planned_files"] == 0, run
     assert run["reason"]
+
+
+def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
+    """Delta's parallel delete and the existence checks take their task count from the session's
+    shuffle setting: sized to a small table's objects it would be one task for all its deletes."""
+    from vacuum.runner import _size_shuffles, _unsize_shuffles
+
+    session = spark.newSession()
+    session.conf.set("spark.sql.shuffle.partitions", "200")
+    _size_shuffles(session, 1_000)
+    assert session.conf.get("spark.sql.shuffle.partitions") == "1"  # the plan
+    _unsize_shuffles(session)
+    assert session.conf.get("spark.sql.shuffle.partitions") == "200"  # the delete
+    # a session never sized (a list-mode table has no inventory figures): nothing to restore
+    untouched = spark.newSession()
+    untouched.conf.set("spark.sql.shuffle.partitions", "64")
+    _unsize_shuffles(untouched)
+    assert untouched.conf.get("spark.sql.shuffle.partitions") == "64"

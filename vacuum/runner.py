@@ -405,6 +405,7 @@ def _vacuum(
         run.deleted_files = run.deleted_bytes = run.remaining_files = 0
         if options.dry_run or run.planned_files == 0:
             return
+        _unsize_shuffles(spark)
         existing = None
         if options.verify_existence:
             existing = directory_object_counts(slice_frame) if slice_frame is not None else None
@@ -557,14 +558,30 @@ def _gated_slice(
     return slice_frame
 
 
+# where _size_shuffles keeps the table session's own setting, for _unsize_shuffles
+_CONFIGURED_SHUFFLES = "inventory-vacuum.configuredShufflePartitions"
+
+
 def _size_shuffles(spark: SparkSession, objects: int) -> None:
-    """This session is this table's: its shuffles (ours and Delta's VACUUM) sized to its objects.
-    A setting that is not a number (a platform's ``auto``) is left as it is."""
+    """This session is this table's: the plan's shuffles (ours and Delta's dry run) sized to its
+    objects, until :func:`_unsize_shuffles`. A setting that is not a number (a platform's
+    ``auto``) is left as it is."""
     try:
         configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
     except ValueError:
         return
+    spark.conf.set(_CONFIGURED_SHUFFLES, str(configured))
     spark.conf.set(SHUFFLE_PARTITIONS, str(shuffle_partitions(objects, configured)))
+
+
+def _unsize_shuffles(spark: SparkSession) -> None:
+    """Before deleting: the session's own shuffle setting again. Delta's parallel delete takes its
+    task count from it (unless ``spark.databricks.delta.vacuum.parallelDelete.parallelism`` is
+    set), and so do the existence checks and the ledger's joins; a delete's work is the garbage's
+    requests, which a table's object count does not bound (one task for a table's every delete)."""
+    configured = spark.conf.get(_CONFIGURED_SHUFFLES, None)
+    if configured is not None:
+        spark.conf.set(SHUFFLE_PARTITIONS, configured)
 
 
 def _not_protected(roots: Sequence[str], protected_prefixes: Sequence[str]) -> list[str]:
