@@ -276,9 +276,12 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
 
 @pytest.mark.parametrize("uniform", [False, True])
 def test_table_state_from_public_apis_matches_deltas_own_snapshot(spark, tmp_path, uniform):
-    """The location, partitioning, retention and UniForm flag read through public APIs (detail(),
-    the properties, Spark's interval parser) are exactly what Delta's snapshot says, for every
-    way of writing the retention; a month, a year or nonsense refuses the table."""
+    """The location, partitioning, retention and UniForm flag read from the snapshot (its
+    metadata's properties through Spark's interval parser) are exactly what Delta's own reading
+    says, and what the public ``detail()`` says, for every way of writing the retention; a month,
+    a year or nonsense refuses the table."""
+    from delta.tables import DeltaTable
+
     from vacuum.snapshot import load_table_state, retention_millis
 
     uri = f"{tmp_path}/t"
@@ -308,6 +311,11 @@ def test_table_state_from_public_apis_matches_deltas_own_snapshot(spark, tmp_pat
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert state.qualified_location == f"file:{uri}"
     assert state.partition_columns == ("p",)
+    detail = DeltaTable.forPath(spark, uri).detail().first()
+    assert (detail["location"], tuple(detail["partitionColumns"])) == (
+        state.qualified_location,
+        state.partition_columns,
+    )
     assert files.count() == 2
     for value in ["interval 1 month", "1 year", "a week", "", "-1 hours"]:
         with pytest.raises(VacuumRefused, match="not a retention Delta can use"):

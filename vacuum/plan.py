@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -253,18 +254,63 @@ def _outermost(roots: Sequence[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def live_candidates(details: DataFrame, live_files: DataFrame) -> list[str]:
-    """Candidates (from :func:`candidate_details`) that are live files of the snapshot, or lie
-    outside the table: must be none.
+@dataclass(frozen=True)
+class PlanCheck:
+    """Delta's candidates checked against the snapshot and the slice, from one Spark job."""
 
-    Delta decides what is valid; this checks its answer against the snapshot's files in our own
-    terms (decoded relative paths), so a path-form mismatch can never turn into a deleted live file.
+    # candidates that are live files of the snapshot or lie outside the table: must be none
+    suspicious: int
+    suspicious_examples: tuple[str, ...]
+    # candidates that are not one of the slice's files (``in_slice`` null; every one without a slice)
+    not_in_slice: int
+    # per top-level partition, the candidates that are slice files: {partition, files, bytes}
+    slice_partitions: tuple[dict[str, Any], ...]
+
+
+def check_plan(details: DataFrame, live_files: DataFrame) -> PlanCheck:
+    """Check Delta's answer (:func:`candidate_details`) against the snapshot's files in our own
+    terms (decoded relative paths), so a path-form mismatch can never turn into a deleted live
+    file; and, in the same aggregation, count what is not a slice file and size what is.
+
+    Delta decides what is valid; a candidate that is live, or lies outside the table, refuses the
+    table whatever else the check finds.
     """
-    live = live_files.select(decoded_relative_path("path").alias("relative_path"), F.lit(True).alias("live"))
-    bad = details.join(live, "relative_path", "left").where(
-        F.col("relative_path").isNull() | F.col("live").isNotNull()
+    live = (
+        live_files.select(decoded_relative_path("path").alias("relative_path"))
+        .distinct()  # a count per candidate, whatever the log holds
+        .withColumn("live", F.lit(True))
     )
-    return [row["path"] for row in bad.select("path").limit(5).collect()]
+    suspicious = F.col("relative_path").isNull() | F.col("live").isNotNull()
+    in_slice = F.col("in_slice").isNotNull()
+    rows = (
+        details.join(live, "relative_path", "left")
+        .groupBy("partition")
+        .agg(
+            F.count(F.when(suspicious, F.lit(1))).alias("suspicious"),
+            F.min(F.when(suspicious, F.col("path"))).alias("example"),
+            F.count(F.when(~in_slice, F.lit(1))).alias("not_in_slice"),
+            F.count(F.when(in_slice, F.lit(1))).alias("files"),
+            F.sum(F.when(in_slice, F.col("length"))).alias("bytes"),
+        )
+        .collect()
+    )
+    rows.sort(key=lambda r: r["partition"])  # here, not by a Spark sort: that is two more jobs
+    return PlanCheck(
+        suspicious=sum(int(r["suspicious"]) for r in rows),
+        suspicious_examples=tuple(r["example"] for r in rows if r["example"] is not None)[:5],
+        not_in_slice=sum(int(r["not_in_slice"]) for r in rows),
+        slice_partitions=tuple(
+            {"partition": r["partition"], "files": int(r["files"]), "bytes": r["bytes"]}
+            for r in rows
+            if r["files"]
+        ),
+    )
+
+
+def live_candidates(details: DataFrame, live_files: DataFrame) -> list[str]:
+    """Examples (at most five) of candidates that are live files of the snapshot, or lie
+    outside the table (:func:`check_plan`): must be none."""
+    return list(check_plan(details, live_files).suspicious_examples)
 
 
 def coverage_counts(live_files: DataFrame, slice_frame: DataFrame, taken_at_millis: int) -> tuple[int, int]:

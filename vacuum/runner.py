@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -43,13 +44,13 @@ from vacuum.ledger import ALREADY_GONE, deleted_since, ensure_ledger, record_del
 from vacuum.plan import (
     bucket_figures,
     candidate_details,
+    check_plan,
     classify_objects,
     coverage_counts,
     delta_inventory,
     dry_run_candidates,
     inventory_figures,
     inventory_slice,
-    live_candidates,
     not_slice_files,
     rows_under,
     table_objects,
@@ -386,18 +387,20 @@ def _vacuum(
         details = candidate_details(dry_run_candidates(spark, plan_sql), slice_frame, state).cache()
         cleanup.callback(details.unpersist)
         name_jobs(spark, "check candidates")
-        suspicious = live_candidates(details, live_files)
-        if suspicious:
+        check = check_plan(details, live_files)
+        if check.suspicious:
+            example = check.suspicious_examples[0] if check.suspicious_examples else "(a path of null)"
             raise VacuumRefused(
-                f"Delta's plan names {len(suspicious)}+ file(s) that are live or outside the table, "
-                f"e.g. {suspicious[0]}; nothing deleted"
+                f"Delta's plan names {check.suspicious} file(s) that are live or outside the table, "
+                f"e.g. {example}; nothing deleted"
             )
         if slice_frame is not None:
-            planned = _checked_inventory_plan(details, slice_frame, run)
+            planned = _checked_inventory_plan(details, slice_frame, check.not_in_slice, run)
+            _record_partitions(check.slice_partitions, run)  # sized in the check's own job
         else:
             planned = _checked_listing_plan(spark, details, state, protected_prefixes, run)
-        name_jobs(spark, "summary")
-        _summarise(planned, run)
+            name_jobs(spark, "summary")
+            _summarise(planned, run)
         if options.collect_candidates:
             run.candidates = _to_arrow(
                 planned.select(F.lit(table.name).alias("table"), "path", "length", "partition")
@@ -608,11 +611,13 @@ def _report_protected(run: TableRun) -> None:
         )
 
 
-def _checked_inventory_plan(details: DataFrame, slice_frame: DataFrame, run: TableRun) -> DataFrame:
-    """Every candidate must be one of the slice's files. Directories Delta derives from the
-    paths are dropped (never candidates on S3); any other stranger refuses the table."""
-    outside = details.where(F.col("in_slice").isNull()).limit(1).count()
-    if not outside:
+def _checked_inventory_plan(
+    details: DataFrame, slice_frame: DataFrame, not_in_slice: int, run: TableRun
+) -> DataFrame:
+    """Every candidate must be one of the slice's files (``not_in_slice``: how many are not, from
+    :func:`check_plan`). Directories Delta derives from the paths are dropped (never candidates on
+    S3); any other stranger refuses the table."""
+    if not not_in_slice:
         return details
     directories, others = not_slice_files(details, slice_frame)
     if others:
@@ -709,9 +714,14 @@ def _summarise(planned: DataFrame, run: TableRun) -> None:
         .collect(),
         key=lambda r: r["partition"],
     )
-    run.partitions = [
-        {"partition": r["partition"], "files": int(r["files"]), "bytes": r["bytes"]} for r in rows
-    ]
+    _record_partitions(
+        [{"partition": r["partition"], "files": int(r["files"]), "bytes": r["bytes"]} for r in rows], run
+    )
+
+
+def _record_partitions(partitions: Sequence[dict[str, Any]], run: TableRun) -> None:
+    """The plan's files and bytes per top-level partition (ordered), and its totals."""
+    run.partitions = [dict(p) for p in partitions]
     run.planned_files = sum(p["files"] for p in run.partitions)
     known = [p["bytes"] for p in run.partitions if p["bytes"] is not None]
     run.planned_bytes = sum(known) if len(known) == len(run.partitions) else None

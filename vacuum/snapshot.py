@@ -1,13 +1,19 @@
 """What the vacuum needs to know about a Delta table, read from Delta itself.
 
-Public APIs give almost every fact: ``DeltaTable.detail()`` the qualified location, the partition
-columns and the table properties (the retention, UniForm), and Spark's own interval parser reads
-the retention as Delta does. One fact has no public API in any Delta release: the snapshot's live
-files with their ``modificationTime`` (the safety cross-checks need both, at the version the plan
-uses), and which commit file the snapshot ends with. :func:`snapshot_files` and :func:`latest_commit` are the only
-places that read Delta's JVM classes (``DeltaLog.forTableWithSnapshot``, the objects Delta's own
-VACUUM uses); on a Delta build that lacks them (a vendor fork) the table is refused with a message
-that says so, never vacuumed blind.
+One fact has no public API in any Delta release: the snapshot's live files with their
+``modificationTime`` (the safety cross-checks need both, at the version the plan uses), and which
+commit file the snapshot ends with. So the snapshot is read from Delta's JVM classes
+(``DeltaLog.forTableWithSnapshot``, the objects Delta's own VACUUM uses), and the other facts come
+from that same snapshot: its table location, its metadata's partition columns and properties (the
+retention, UniForm); Spark's own interval parser reads the retention as Delta does.
+:func:`load_table_state` and :func:`latest_commit` are the only places that read those classes; on a
+Delta build that lacks them (a vendor fork) the table is refused with a message that says so, never
+vacuumed blind.
+
+``DeltaTable.detail()`` gives the same location, partitioning and properties through a public API,
+but for a later snapshot than the files' (it updates the log again) and at the cost of a Spark job
+that sums the table's sizes: about a second a table, which a nightly run over hundreds of small
+tables pays hundreds of times.
 """
 
 from __future__ import annotations
@@ -81,27 +87,36 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     """The newest snapshot of the table at ``uri`` and a DataFrame of its live files.
 
     The files frame has Delta's ``AddFile`` columns: ``path`` (relative and URL-encoded, or
-    absolute for files outside the table), ``size`` and ``modificationTime``. The other facts
-    come from the newest metadata, read just after the files: a commit in between that changes
-    the retention or UniForm is as if it landed before Delta's own VACUUM reads its snapshot,
-    which it does later still (and Delta's VACUUM applies its own retention check).
+    absolute for files outside the table), ``size`` and ``modificationTime``. The location, the
+    partition columns, the retention and the UniForm flag are the same snapshot's, so every fact
+    belongs to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
+    retention check).
     """
-    from delta.tables import DeltaTable
-
-    (version, newest_commit), files = snapshot_files(spark, uri)
-    detail = DeltaTable.forPath(spark, uri).detail().first()
-    assert detail is not None
-    properties = dict(detail["properties"] or {})
+    snapshot = _newest_snapshot(spark, uri)
+    files = DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size", "modificationTime")
+    metadata = snapshot.metadata()
     state = TableState(
         uri=uri,
-        qualified_location=str(detail["location"]),
-        version=version,
-        partition_columns=tuple(detail["partitionColumns"] or ()),
-        retention_millis=retention_millis(spark, properties.get(RETENTION_PROPERTY, DEFAULT_RETENTION)),
-        iceberg_enabled="iceberg" in _listed(properties.get(UNIFORM_PROPERTY, "")),
-        newest_commit=newest_commit,
+        qualified_location=str(snapshot.deltaLog().dataPath().toString()),
+        version=int(snapshot.version()),
+        partition_columns=tuple(_scala_strings(metadata.partitionColumns())),
+        retention_millis=retention_millis(
+            spark, _property(metadata, RETENTION_PROPERTY) or DEFAULT_RETENTION
+        ),
+        iceberg_enabled="iceberg" in _listed(_property(metadata, UNIFORM_PROPERTY) or ""),
+        newest_commit=_fingerprint(snapshot),
     )
     return state, files
+
+
+def _scala_strings(sequence) -> list[str]:  # type: ignore[no-untyped-def]  # a py4j Scala Seq[String]
+    return [str(sequence.apply(index)) for index in range(int(sequence.size()))]
+
+
+def _property(metadata, name: str) -> str | None:  # type: ignore[no-untyped-def]  # a py4j Metadata
+    """A table property as the snapshot's metadata holds it (``configuration``), else None."""
+    value = metadata.configuration().get(name)
+    return str(value.get()) if value.isDefined() else None
 
 
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
@@ -152,16 +167,6 @@ def retention_millis(spark: SparkSession, value: str) -> int:
             "Delta can count: Delta's own figure wraps around to a much shorter retention"
         )
     return micros // 1000
-
-
-def snapshot_files(spark: SparkSession, uri: str) -> tuple[tuple[int, str | None], DataFrame]:
-    """The newest snapshot of the table at ``uri``: its version, its :func:`latest_commit`
-    fingerprint, and its live files (``path``, ``size``, ``modificationTime``), the one fact read
-    from Delta's JVM internals, as no public API has it.
-    """
-    snapshot = _newest_snapshot(spark, uri)
-    files = DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size", "modificationTime")
-    return (int(snapshot.version()), _fingerprint(snapshot)), files
 
 
 def latest_commit(spark: SparkSession, uri: str) -> str | None:
