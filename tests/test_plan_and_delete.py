@@ -253,7 +253,7 @@ def test_inventory_age_does_not_depend_on_the_driver_time_zone(spark, monkeypatc
 
 def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
     """The output check: whatever Delta proposes, a live file or a path outside the table is refused."""
-    from vacuum.plan import candidate_details, live_candidates
+    from vacuum.plan import candidate_details, check_plan
     from vacuum.snapshot import load_table_state
 
     uri = f"file://{tmp_path}/t"
@@ -270,8 +270,9 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
         ],
         "path string",
     )
-    flagged = live_candidates(candidate_details(candidates, None, state), live)
-    assert sorted(flagged) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])
+    check = check_plan(candidate_details(candidates, None, state), live)
+    assert check.suspicious == 2
+    assert sorted(check.suspicious_examples) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])
 
 
 @pytest.mark.parametrize("uniform", [False, True])
@@ -335,6 +336,15 @@ def test_table_state_from_public_apis_matches_deltas_own_snapshot(spark, tmp_pat
     snapshot = delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, uri)._2()
     assert delta.UniversalFormat.icebergEnabled(snapshot.metadata()) is uniform  # Delta's own reading
     assert load_table_state(spark, uri)[0].iceberg_enabled is uniform
+    # another writer's log may set the retention to an empty text: never read as the default week
+    # (Delta's own snapshot fails on it first; the parser would refuse it)
+    log = tmp_path / "t" / "_delta_log"
+    newest = max(log.glob("*.json"))
+    [metadata] = [json.loads(line) for line in newest.read_text().splitlines() if '"metaData"' in line]
+    metadata["metaData"]["configuration"]["delta.deletedFileRetentionDuration"] = ""
+    (log / f"{int(newest.stem) + 1:020d}.json").write_text(json.dumps(metadata) + "\n")
+    with pytest.raises(Exception, match="not a retention Delta can use|Interval cannot be null or blank"):
+        load_table_state(spark, uri)
 
 
 def test_nested_tables_are_found_by_their_log_directory(spark):

@@ -307,12 +307,6 @@ def check_plan(details: DataFrame, live_files: DataFrame) -> PlanCheck:
     )
 
 
-def live_candidates(details: DataFrame, live_files: DataFrame) -> list[str]:
-    """Examples (at most five) of candidates that are live files of the snapshot, or lie
-    outside the table (:func:`check_plan`): must be none."""
-    return list(check_plan(details, live_files).suspicious_examples)
-
-
 def coverage_counts(live_files: DataFrame, slice_frame: DataFrame, taken_at_millis: int) -> tuple[int, int]:
     """(live files older than the inventory, how many of them the slice lists), in one job."""
     eligible = live_files.where(

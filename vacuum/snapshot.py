@@ -100,10 +100,8 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         qualified_location=str(snapshot.deltaLog().dataPath().toString()),
         version=int(snapshot.version()),
         partition_columns=tuple(_scala_strings(metadata.partitionColumns())),
-        retention_millis=retention_millis(
-            spark, _property(metadata, RETENTION_PROPERTY) or DEFAULT_RETENTION
-        ),
-        iceberg_enabled="iceberg" in _listed(_property(metadata, UNIFORM_PROPERTY) or ""),
+        retention_millis=retention_millis(spark, _property(metadata, RETENTION_PROPERTY, DEFAULT_RETENTION)),
+        iceberg_enabled="iceberg" in _listed(_property(metadata, UNIFORM_PROPERTY, "")),
         newest_commit=_fingerprint(snapshot),
     )
     return state, files
@@ -113,10 +111,15 @@ def _scala_strings(sequence) -> list[str]:  # type: ignore[no-untyped-def]  # a 
     return [str(sequence.apply(index)) for index in range(int(sequence.size()))]
 
 
-def _property(metadata, name: str) -> str | None:  # type: ignore[no-untyped-def]  # a py4j Metadata
-    """A table property as the snapshot's metadata holds it (``configuration``), else None."""
+def _property(metadata, name: str, default: str) -> str:  # type: ignore[no-untyped-def]  # a py4j Metadata
+    """A table property as the snapshot's metadata holds it (``configuration``), ``default``
+    when the table does not set it. A value that is set is passed on as it is, even an empty one
+    (another writer's log may hold one): the retention parser refuses it, as Delta would fail."""
     value = metadata.configuration().get(name)
-    return str(value.get()) if value.isDefined() else None
+    if not value.isDefined():
+        return default
+    text = value.get()
+    return "" if text is None else str(text)
 
 
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
