@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
@@ -276,7 +277,7 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
 
 
 @pytest.mark.parametrize("uniform", [False, True])
-def test_table_state_from_public_apis_matches_deltas_own_snapshot(spark, tmp_path, uniform):
+def test_table_state_from_the_snapshot_matches_detail_and_deltas_own_reading(spark, tmp_path, uniform):
     """The location, partitioning, retention and UniForm flag read from the snapshot (its
     metadata's properties through Spark's interval parser) are exactly what Delta's own reading
     says, and what the public ``detail()`` says, for every way of writing the retention; a month,
@@ -328,23 +329,25 @@ def test_table_state_from_public_apis_matches_deltas_own_snapshot(spark, tmp_pat
         with pytest.raises(VacuumRefused, match="wraps around"):
             retention_millis(spark, value)
     if uniform:  # the property UniForm sets, committed by hand: Delta-Spark checks IcebergCompat first
-        log = tmp_path / "t" / "_delta_log"
-        newest = max(log.glob("*.json"))
-        [metadata] = [json.loads(line) for line in newest.read_text().splitlines() if '"metaData"' in line]
-        metadata["metaData"]["configuration"]["delta.universalFormat.enabledFormats"] = "hudi,iceberg"
-        (log / f"{int(newest.stem) + 1:020d}.json").write_text(json.dumps(metadata) + "\n")
+        _commit_property_by_hand(tmp_path / "t", "delta.universalFormat.enabledFormats", "hudi,iceberg")
     snapshot = delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, uri)._2()
     assert delta.UniversalFormat.icebergEnabled(snapshot.metadata()) is uniform  # Delta's own reading
     assert load_table_state(spark, uri)[0].iceberg_enabled is uniform
     # another writer's log may set the retention to an empty text: never read as the default week
     # (Delta's own snapshot fails on it first; the parser would refuse it)
-    log = tmp_path / "t" / "_delta_log"
-    newest = max(log.glob("*.json"))
-    [metadata] = [json.loads(line) for line in newest.read_text().splitlines() if '"metaData"' in line]
-    metadata["metaData"]["configuration"]["delta.deletedFileRetentionDuration"] = ""
-    (log / f"{int(newest.stem) + 1:020d}.json").write_text(json.dumps(metadata) + "\n")
+    _commit_property_by_hand(tmp_path / "t", "delta.deletedFileRetentionDuration", "")
     with pytest.raises(Exception, match="not a retention Delta can use|Interval cannot be null or blank"):
         load_table_state(spark, uri)
+
+
+def _commit_property_by_hand(table: Path, name: str, value: str) -> None:
+    """A commit that sets one table property, written as another writer might, without Delta-Spark's
+    checks: the newest commit's metadata action, with the property changed."""
+    log = table / "_delta_log"
+    newest = max(log.glob("*.json"))
+    [metadata] = [json.loads(line) for line in newest.read_text().splitlines() if '"metaData"' in line]
+    metadata["metaData"]["configuration"][name] = value
+    (log / f"{int(newest.stem) + 1:020d}.json").write_text(json.dumps(metadata) + "\n")
 
 
 def test_nested_tables_are_found_by_their_log_directory(spark):
