@@ -271,9 +271,49 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
         ],
         "path string",
     )
-    check = check_plan(candidate_details(candidates, None, state), live)
+    check = check_plan(candidate_details(candidates, None, state), live, state)
     assert check.suspicious == 2
     assert sorted(check.suspicious_examples) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])
+
+
+def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
+    """A writer may record a file inside the table by its absolute URI, under another S3 scheme
+    than the one Spark reads the table with, or encoded. The plan check refuses a candidate that
+    is such a file, and the coverage gate counts it; a file outside the table (a shallow clone's
+    source) is not the table's."""
+    from vacuum.plan import candidate_details, check_plan, coverage_counts
+
+    table = state("s3a://lake/w/events")
+    live = spark.createDataFrame(
+        [
+            ("s3://lake/w/events/date=2024-01-01/part%20a+b.parquet", 1, 10),  # absolute, s3://
+            ("S3N://lake/w/events/date=2024-01-02/part-2.parquet", 1, 10),  # absolute, s3n://
+            ("date=2024-01-03/part-3.parquet", 1, 10),  # relative, as Delta writes
+            ("s3://source/w/events/part-9.parquet", 1, 10),  # outside: a clone's source
+            ("s3://lake/w/events_v2/part-0.parquet", 1, 10),  # a sibling table, not this one
+        ],
+        "path string, size long, modificationTime long",
+    )
+    candidates = spark.createDataFrame(
+        [
+            ("s3a://lake/w/events/date=2024-01-01/part a+b.parquet",),
+            ("s3a://lake/w/events/date=2024-01-02/part-2.parquet",),
+            ("s3a://lake/w/events/date=2024-01-03/part-3.parquet",),
+            ("s3a://lake/w/events/date=2024-01-04/garbage.parquet",),
+            ("s3a://lake/w/events/part-0.parquet",),
+        ],
+        "path string",
+    )
+    check = check_plan(candidate_details(candidates, None, table), live, table)
+    assert check.suspicious == 3
+    assert "s3a://lake/w/events/date=2024-01-04/garbage.parquet" not in check.suspicious_examples
+
+    listed = spark.createDataFrame(
+        [("date=2024-01-01/part a+b.parquet",), ("date=2024-01-03/part-3.parquet",)], "relative_path string"
+    )
+    # the two absolute files inside the table and the relative one are the table's; two are listed
+    assert coverage_counts(live, listed, 11, table) == (3, 2)
+    assert coverage_counts(live, listed, 10, table) == (0, 0)  # none older than the inventory
 
 
 @pytest.mark.parametrize("uniform", [False, True])

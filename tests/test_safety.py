@@ -392,3 +392,49 @@ def test_an_inventory_from_the_future_is_refused():
     assert gates.check_freshness(now + timedelta(minutes=10), now, 72, "b") < 0  # clock skew is fine
     with pytest.raises(VacuumRefused, match=r"in the future"):
         gates.check_freshness(now + timedelta(hours=3), now, 72, "b")
+
+
+def test_a_live_file_recorded_by_its_absolute_s3_uri_is_never_deleted(spark, s3, bucket_factory, tmp_path):
+    """Another writer recorded a live file inside the table by its absolute ``s3://`` URI, while
+    Spark reads the table as ``s3a://``. Whatever Delta makes of that path, the file is never
+    planned nor deleted, and garbage beside it still goes."""
+    import json
+
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uri = make_table(spark, source)
+    live_key = "events/day=2024-01-03/part-absolute live.parquet"
+    s3.copy_object(
+        Bucket=source,
+        Key=live_key,
+        CopySource={"Bucket": source, "Key": sorted(referenced_keys(spark, uri))[0]},
+    )
+    size = s3.head_object(Bucket=source, Key=live_key)["ContentLength"]
+    add = {
+        "path": f"s3://{source}/events/day=2024-01-03/part-absolute%20live.parquet",
+        "partitionValues": {"day": "2024-01-03"},
+        "size": size,
+        "modificationTime": int(time.time() * 1000),
+        "dataChange": True,
+    }
+    versions = [k for k in keys_of(s3, source, "events/_delta_log/") if k.endswith(".json")]
+    s3.put_object(
+        Bucket=source,
+        Key=f"events/_delta_log/{len(versions):020d}.json",
+        Body=(
+            json.dumps({"commitInfo": {"operation": "WRITE"}}) + "\n" + json.dumps({"add": add}) + "\n"
+        ).encode(),
+    )
+    put(s3, source, "events/day=2024-01-03/orphan.parquet")
+    time.sleep(3)
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    registry = registry_file(tmp_path, {"events": f"s3://{source}/events"})
+    code, result = _vacuum(inventory, registry)
+    [run] = result["tables"]
+    assert live_key in keys_of(s3, source)
+    if code == 0:  # Delta knew the file: garbage went, the live file stayed and was counted live
+        assert "events/day=2024-01-03/orphan.parquet" not in keys_of(s3, source)
+        assert run["coverage"] == 1.0
+    else:  # Delta named it: the cross-check refused the table before any delete
+        assert "live or outside the table" in run["reason"]
+        assert "events/day=2024-01-03/orphan.parquet" in keys_of(s3, source)

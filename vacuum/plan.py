@@ -36,7 +36,7 @@ from vacuum.results import (
     KEPT_SHADOWS_DIRECTORY,
     KEPT_UNPARSABLE_KEY,
 )
-from vacuum.snapshot import TableState, decoded_relative_path
+from vacuum.snapshot import TableState, live_relative_path
 
 
 def is_hidden_component(
@@ -267,7 +267,7 @@ class PlanCheck:
     slice_partitions: tuple[dict[str, Any], ...]
 
 
-def check_plan(details: DataFrame, live_files: DataFrame) -> PlanCheck:
+def check_plan(details: DataFrame, live_files: DataFrame, state: TableState) -> PlanCheck:
     """Check Delta's answer (:func:`candidate_details`) against the snapshot's files in our own
     terms (decoded relative paths), so a path-form mismatch can never turn into a deleted live
     file; and, in the same aggregation, count what is not a slice file and size what is.
@@ -276,7 +276,8 @@ def check_plan(details: DataFrame, live_files: DataFrame) -> PlanCheck:
     table whatever else the check finds.
     """
     live = (
-        live_files.select(decoded_relative_path("path").alias("relative_path"))
+        # a live file recorded by its absolute URI inside the table is live all the same
+        live_files.select(live_relative_path(state).alias("relative_path"))
         .distinct()  # a count per candidate, whatever the log holds
         .withColumn("live", F.lit(True))
     )
@@ -307,11 +308,17 @@ def check_plan(details: DataFrame, live_files: DataFrame) -> PlanCheck:
     )
 
 
-def coverage_counts(live_files: DataFrame, slice_frame: DataFrame, taken_at_millis: int) -> tuple[int, int]:
-    """(live files older than the inventory, how many of them the slice lists), in one job."""
-    eligible = live_files.where(
-        (F.col("modificationTime") < taken_at_millis) & ~F.col("path").rlike("^[A-Za-z][A-Za-z0-9+.-]*:")
-    ).select(decoded_relative_path("path").alias("relative_path"))
+def coverage_counts(
+    live_files: DataFrame, slice_frame: DataFrame, taken_at_millis: int, state: TableState
+) -> tuple[int, int]:
+    """(live files of the table older than the inventory, how many of them the slice lists), in
+    one job. A file recorded by its absolute URI counts when it lies inside the table; one
+    outside (a shallow clone's source) is not the table's to list."""
+    eligible = (
+        live_files.where(F.col("modificationTime") < taken_at_millis)
+        .select(live_relative_path(state).alias("relative_path"))
+        .where(F.col("relative_path").isNotNull())
+    )
     listed = slice_frame.select("relative_path", F.lit(True).alias("listed")).distinct()
     row = (
         eligible.join(listed, "relative_path", "left")

@@ -387,7 +387,7 @@ def _vacuum(
         details = candidate_details(dry_run_candidates(spark, plan_sql), slice_frame, state).cache()
         cleanup.callback(details.unpersist)
         name_jobs(spark, "check candidates")
-        check = check_plan(details, live_files)
+        check = check_plan(details, live_files, state)
         if check.suspicious:
             example = check.suspicious_examples[0] if check.suspicious_examples else "(a path of null)"
             raise VacuumRefused(
@@ -554,7 +554,7 @@ def _gated_slice(
         _report_protected(run)
         slice_frame = inventory_slice(classified, state).persist()
         name_jobs(spark, "coverage")
-        eligible, covered = coverage_counts(live_files, slice_frame, int(taken_at.timestamp() * 1000))
+        eligible, covered = coverage_counts(live_files, slice_frame, int(taken_at.timestamp() * 1000), state)
     finally:
         classified.unpersist()
     run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)

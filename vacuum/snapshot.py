@@ -18,6 +18,7 @@ tables pays hundreds of times.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -230,6 +231,31 @@ def decoded_relative_path(column: str = "path") -> F.Column:
     reads ``+`` as a space, so a literal ``+`` is protected first.
     """
     return F.url_decode(F.replace(F.col(column), F.lit("+"), F.lit("%2B")))
+
+
+# the scheme (and an empty or localhost authority for file:) of an absolute path, cut to compare
+# locations whatever scheme names them: s3://b/t, s3a://b/t and s3n://b/t are the same objects
+_SCHEME = r"^(?i:s3[an]?://|file:(?://(?:localhost)?)?)"
+
+
+def live_relative_path(state: TableState, column: str = "path") -> F.Column:
+    """An ``AddFile.path`` as a decoded path relative to the table's root, like the candidates'.
+
+    Writers may record a file inside the table by its absolute URI, under any S3 scheme
+    (``s3://b/t/f`` for a table Spark reads as ``s3a://b/t``): that file is the table's ``f`` all
+    the same, and the checks must see it as live. A file outside the table (a shallow clone's
+    source) has none: null.
+    """
+    decoded = decoded_relative_path(column)
+    without_scheme = F.regexp_replace(decoded, _SCHEME, "")
+    root = re.sub(_SCHEME, "", state.base)
+    absolute = F.col(column).rlike(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+    inside = decoded.rlike(_SCHEME) & without_scheme.startswith(root)
+    return (
+        F.when(~absolute, decoded)
+        .when(inside, F.substring(without_scheme, len(root) + 1, 1 << 30))
+        .otherwise(F.lit(None).cast("string"))
+    )
 
 
 def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> int:
