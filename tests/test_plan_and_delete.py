@@ -15,7 +15,7 @@ from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
 from tests.helpers import keys_of, put
 from vacuum.execute import MAX_KEYS_PER_REQUEST, delete_in_batches, delete_keys
 from vacuum.plan import classify_objects, delta_inventory, inventory_slice, table_objects
-from vacuum.snapshot import TableState
+from vacuum.snapshot import TableState, load_table_state
 
 
 def inventory_of(spark, bucket: str, keys: list[str]):
@@ -276,43 +276,74 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
     assert sorted(check.suspicious_examples) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])
 
 
+def test_a_plan_naming_a_file_removed_inside_the_retention_window_is_caught(spark, tmp_path):
+    """A tombstone removed after the retention cut-off is a file an older version inside the
+    window reads: a plan that names it is refused. Once the cut-off passes it, it is garbage
+    like any other, and it never counts towards the coverage of live files."""
+    from vacuum.plan import candidate_details, check_plan, coverage_counts
+
+    uri = f"file://{tmp_path}/t"
+    spark.range(3).coalesce(1).write.format("delta").save(uri)
+    spark.range(5).coalesce(1).write.format("delta").mode("overwrite").save(uri)
+    state, files = load_table_state(spark, uri)
+    [removed] = files.where("tombstone").collect()
+    assert removed["deletionTimestamp"] > 0 and removed["modificationTime"] is None
+    candidates = spark.createDataFrame(
+        [(f"{state.qualified_location}/{unquote(removed['path'])}",)], "path string"
+    )
+    details = candidate_details(candidates, None, state)
+    assert check_plan(details, files, state, removed["deletionTimestamp"]).suspicious == 1
+    assert check_plan(details, files, state, removed["deletionTimestamp"] + 1).suspicious == 0
+    assert check_plan(details, files, state).suspicious == 0  # without a cut-off: live files only
+    listed = spark.createDataFrame([(unquote(removed["path"]),)], "relative_path string")
+    assert coverage_counts(files, listed, 1 << 62, state) == (1, 0)  # the one live file, not listed
+
+
 def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
-    """A writer may record a file inside the table by its absolute URI, under another S3 scheme
-    than the one Spark reads the table with, or encoded. The plan check refuses a candidate that
-    is such a file, and the coverage gate counts it; a file outside the table (a shallow clone's
-    source) is not the table's."""
+    """A writer may record a file inside the table by its absolute URI (another S3 scheme than
+    the one Spark reads the table with, an authority S3A reads as the bucket, encoded), or with
+    dot segments and doubled slashes that Hadoop resolves before it opens the file. The plan
+    check refuses a candidate that is such a file, and the coverage gate counts it; a file
+    outside the table (a shallow clone's source, a sibling table) is not the table's."""
     from vacuum.plan import candidate_details, check_plan, coverage_counts
 
     table = state("s3a://lake/w/events")
+    inside = {  # as the log records it -> the object a reader opens, relative to the table
+        "s3://lake/w/events/date=2024-01-01/part%20a+b.parquet": "date=2024-01-01/part a+b.parquet",
+        "S3N://lake/w/events/date=2024-01-02/part-2.parquet": "date=2024-01-02/part-2.parquet",
+        "date=2024-01-03/part-3.parquet": "date=2024-01-03/part-3.parquet",  # relative, as Delta writes
+        "s3a://user@LAKE:443/w/events/date=2024-01-04/part-4.parquet": "date=2024-01-04/part-4.parquet",
+        "s3://lake/w/events/date=2024-01-05/sub/../part-5.parquet": "date=2024-01-05/part-5.parquet",
+        "date=2024-01-06//./part-6.parquet": "date=2024-01-06/part-6.parquet",
+    }
+    outside = [
+        "s3://source/w/events/part-9.parquet",  # a clone's source
+        "s3://lake/w/events_v2/part-0.parquet",  # a sibling table
+        "s3://lake/w/events/../other/part-0.parquet",
+        "file://lake/w/events/part-0.parquet",  # a local file, whatever its authority says
+    ]
     live = spark.createDataFrame(
-        [
-            ("s3://lake/w/events/date=2024-01-01/part%20a+b.parquet", 1, 10),  # absolute, s3://
-            ("S3N://lake/w/events/date=2024-01-02/part-2.parquet", 1, 10),  # absolute, s3n://
-            ("date=2024-01-03/part-3.parquet", 1, 10),  # relative, as Delta writes
-            ("s3://source/w/events/part-9.parquet", 1, 10),  # outside: a clone's source
-            ("s3://lake/w/events_v2/part-0.parquet", 1, 10),  # a sibling table, not this one
-        ],
-        "path string, size long, modificationTime long",
+        [(path, 1, 10, None, False) for path in [*inside, *outside]],
+        "path string, size long, modificationTime long, deletionTimestamp long, tombstone boolean",
     )
     candidates = spark.createDataFrame(
-        [
-            ("s3a://lake/w/events/date=2024-01-01/part a+b.parquet",),
-            ("s3a://lake/w/events/date=2024-01-02/part-2.parquet",),
-            ("s3a://lake/w/events/date=2024-01-03/part-3.parquet",),
+        [(f"s3a://lake/w/events/{relative}",) for relative in inside.values()]
+        + [
             ("s3a://lake/w/events/date=2024-01-04/garbage.parquet",),
             ("s3a://lake/w/events/part-0.parquet",),
+            ("s3a://lake/w/events/other/part-0.parquet",),
         ],
         "path string",
     )
     check = check_plan(candidate_details(candidates, None, table), live, table)
-    assert check.suspicious == 3
-    assert "s3a://lake/w/events/date=2024-01-04/garbage.parquet" not in check.suspicious_examples
+    assert check.suspicious == len(inside)
+    assert not {p for p in check.suspicious_examples if "garbage" in p or "/part-0" in p}
 
     listed = spark.createDataFrame(
-        [("date=2024-01-01/part a+b.parquet",), ("date=2024-01-03/part-3.parquet",)], "relative_path string"
+        [("date=2024-01-01/part a+b.parquet",), ("date=2024-01-05/part-5.parquet",)], "relative_path string"
     )
-    # the two absolute files inside the table and the relative one are the table's; two are listed
-    assert coverage_counts(live, listed, 11, table) == (3, 2)
+    # the six files inside the table are the table's; two of them are listed
+    assert coverage_counts(live, listed, 11, table) == (len(inside), 2)
     assert coverage_counts(live, listed, 10, table) == (0, 0)  # none older than the inventory
 
 

@@ -267,17 +267,26 @@ class PlanCheck:
     slice_partitions: tuple[dict[str, Any], ...]
 
 
-def check_plan(details: DataFrame, live_files: DataFrame, state: TableState) -> PlanCheck:
-    """Check Delta's answer (:func:`candidate_details`) against the snapshot's files in our own
-    terms (decoded relative paths), so a path-form mismatch can never turn into a deleted live
-    file; and, in the same aggregation, count what is not a slice file and size what is.
+def check_plan(
+    details: DataFrame, files: DataFrame, state: TableState, retained_since_millis: int | None = None
+) -> PlanCheck:
+    """Check Delta's answer (:func:`candidate_details`) against the snapshot's files
+    (:func:`~vacuum.snapshot.load_table_state`) in our own terms (decoded relative paths of the
+    objects readers open), so a path-form mismatch can never turn into a deleted live file; and,
+    in the same aggregation, count what is not a slice file and size what is.
 
-    Delta decides what is valid; a candidate that is live, or lies outside the table, refuses the
-    table whatever else the check finds.
+    Delta decides what is valid; a candidate that is live, or a tombstone removed at or after
+    ``retained_since_millis`` (a version inside the retention window reads it), or lies outside
+    the table, refuses the table whatever else the check finds. ``retained_since_millis`` must be
+    no earlier than the cut-off Delta used, so that nothing Delta rightly plans is refused.
     """
+    needed = ~F.col("tombstone")
+    if retained_since_millis is not None:
+        needed = needed | (F.col("deletionTimestamp") >= retained_since_millis)
     live = (
         # a live file recorded by its absolute URI inside the table is live all the same
-        live_files.select(live_relative_path(state).alias("relative_path"))
+        files.where(needed)
+        .select(live_relative_path(state).alias("relative_path"))
         .distinct()  # a count per candidate, whatever the log holds
         .withColumn("live", F.lit(True))
     )
@@ -315,7 +324,7 @@ def coverage_counts(
     one job. A file recorded by its absolute URI counts when it lies inside the table; one
     outside (a shallow clone's source) is not the table's to list."""
     eligible = (
-        live_files.where(F.col("modificationTime") < taken_at_millis)
+        live_files.where(~F.col("tombstone") & (F.col("modificationTime") < taken_at_millis))
         .select(live_relative_path(state).alias("relative_path"))
         .where(F.col("relative_path").isNotNull())
     )

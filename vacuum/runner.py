@@ -387,11 +387,17 @@ def _vacuum(
         details = candidate_details(dry_run_candidates(spark, plan_sql), slice_frame, state).cache()
         cleanup.callback(details.unpersist)
         name_jobs(spark, "check candidates")
-        check = check_plan(details, live_files, state)
+        # Delta's cut-off was taken before this clock reading: a tombstone removed since is one a
+        # version inside the retention window reads, and Delta kept it too
+        retention_millis = (
+            int(retain_argument * 3_600_000) if retain_argument is not None else state.retention_millis
+        )
+        check = check_plan(details, live_files, state, int(time.time() * 1000) - retention_millis)
         if check.suspicious:
             example = check.suspicious_examples[0] if check.suspicious_examples else "(a path of null)"
             raise VacuumRefused(
-                f"Delta's plan names {check.suspicious} file(s) that are live or outside the table, "
+                f"Delta's plan names {check.suspicious} file(s) that are live, needed by a version "
+                f"inside the retention window, or outside the table, "
                 f"e.g. {example}; nothing deleted"
             )
         if slice_frame is not None:

@@ -18,7 +18,6 @@ tables pays hundreds of times.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -85,16 +84,33 @@ class TableState:
 
 
 def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFrame]:
-    """The newest snapshot of the table at ``uri`` and a DataFrame of its live files.
+    """The newest snapshot of the table at ``uri`` and a DataFrame of its files.
 
-    The files frame has Delta's ``AddFile`` columns: ``path`` (relative and URL-encoded, or
-    absolute for files outside the table), ``size`` and ``modificationTime``. The location, the
+    The files frame holds the snapshot's live files (Delta's ``AddFile``) and its tombstones
+    (``RemoveFile``, which an older version inside the retention window may still read):
+    ``path`` (relative and URL-encoded, or absolute), ``size``, ``modificationTime`` (null for a
+    tombstone), ``deletionTimestamp`` (epoch milliseconds, 0 when the log has none, as Delta reads
+    it; null for a live file) and ``tombstone``. The location, the
     partition columns, the retention and the UniForm flag are the same snapshot's, so every fact
     belongs to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
     retention check).
     """
     snapshot = _newest_snapshot(spark, uri)
-    files = DataFrame(snapshot.allFiles().toDF(), spark).select("path", "size", "modificationTime")
+    live = DataFrame(snapshot.allFiles().toDF(), spark).select(
+        "path",
+        "size",
+        "modificationTime",
+        F.lit(None).cast("long").alias("deletionTimestamp"),
+        F.lit(False).alias("tombstone"),
+    )
+    tombstones = DataFrame(snapshot.tombstones().toDF(), spark).select(
+        "path",
+        "size",
+        F.lit(None).cast("long").alias("modificationTime"),
+        F.coalesce(F.col("deletionTimestamp"), F.lit(0).cast("long")).alias("deletionTimestamp"),
+        F.lit(True).alias("tombstone"),
+    )
+    files = live.unionByName(tombstones)
     metadata = snapshot.metadata()
     state = TableState(
         uri=uri,
@@ -233,29 +249,52 @@ def decoded_relative_path(column: str = "path") -> F.Column:
     return F.url_decode(F.replace(F.col(column), F.lit("+"), F.lit("%2B")))
 
 
-# the scheme (and an empty or localhost authority for file:) of an absolute path, cut to compare
-# locations whatever scheme names them: s3://b/t, s3a://b/t and s3n://b/t are the same objects
-_SCHEME = r"^(?i:s3[an]?://|file:(?://(?:localhost)?)?)"
+# an absolute S3 URI: its authority (a bucket, perhaps with user@ or :port, which S3A ignores) and
+# its path; and a local one in Hadoop's forms (file:/p, file:///p, file://localhost/p)
+_S3_URI = r"^(?i:s3[an]?)://([^/]*)(.*)$"
+_FILE_URI = r"^(?i:file):(?://(?:localhost)?(?=/))?(/.*)$"
+# Hadoop's Path (and so every reader) resolves these before it opens a file: a log that records
+# ``a/./b``, ``a//b`` or ``a/x/../b`` names the object ``a/b``
+_DOT_DOT_PASSES = 8
 
 
 def live_relative_path(state: TableState, column: str = "path") -> F.Column:
-    """An ``AddFile.path`` as a decoded path relative to the table's root, like the candidates'.
+    """An ``AddFile.path`` as the decoded path, relative to the table's root, of the object a
+    reader opens: the form Delta's candidates are checked in.
 
-    Writers may record a file inside the table by its absolute URI, under any S3 scheme
-    (``s3://b/t/f`` for a table Spark reads as ``s3a://b/t``): that file is the table's ``f`` all
-    the same, and the checks must see it as live. A file outside the table (a shallow clone's
-    source) has none: null.
+    Writers may record a file inside the table by its absolute URI, under any S3 scheme (``s3://b/t/f``
+    for a table Spark reads as ``s3a://b/t``), with an authority S3A reads as the bucket
+    (``user@b``, ``b:443``), or with dot segments and doubled slashes that Hadoop resolves: each is
+    the table's file all the same, and the checks must see it as live. A file outside the table (a
+    shallow clone's source) has no relative path: null.
     """
     decoded = decoded_relative_path(column)
-    without_scheme = F.regexp_replace(decoded, _SCHEME, "")
-    root = re.sub(_SCHEME, "", state.base)
     absolute = F.col(column).rlike(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-    inside = decoded.rlike(_SCHEME) & without_scheme.startswith(root)
-    return (
-        F.when(~absolute, decoded)
-        .when(inside, F.substring(without_scheme, len(root) + 1, 1 << 30))
+    location = StorageLocation.parse(state.qualified_location, what="table location")
+    root = "/" + (location.key + "/" if location.key else "")
+    if location.is_s3:
+        host = F.lower(F.regexp_replace(F.regexp_extract(decoded, _S3_URI, 1), r"^.*@|:[0-9]*$", ""))
+        path = F.regexp_extract(decoded, _S3_URI, 2)
+        inside = decoded.rlike(_S3_URI) & (host == location.bucket.lower())
+    else:
+        path = F.regexp_extract(decoded, _FILE_URI, 1)
+        inside = decoded.rlike(_FILE_URI)
+    path = _resolved(path)
+    relative = (
+        F.when(~absolute, _resolved(decoded))
+        .when(inside & path.startswith(root), F.substring(path, len(root) + 1, 1 << 30))
         .otherwise(F.lit(None).cast("string"))
     )
+    return F.regexp_replace(relative, "^/+", "")  # a leading slash: kept as the table's, the safe side
+
+
+def _resolved(path: F.Column) -> F.Column:
+    """``path`` with doubled slashes collapsed, ``.`` segments dropped and ``x/..`` pairs resolved."""
+    path = F.regexp_replace(path, "/{2,}", "/")
+    path = F.regexp_replace(path, r"(?<=^|/)\.(?:/|$)", "")
+    for _ in range(_DOT_DOT_PASSES):
+        path = F.regexp_replace(path, r"(?<=^|/)(?!\.\.(?:/|$))[^/]+/\.\.(?:/|$)", "")
+    return path
 
 
 def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> int:
