@@ -315,12 +315,15 @@ def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
         "s3a://user@LAKE:443/w/events/date=2024-01-04/part-4.parquet": "date=2024-01-04/part-4.parquet",
         "s3://lake/w/events/date=2024-01-05/sub/../part-5.parquet": "date=2024-01-05/part-5.parquet",
         "date=2024-01-06//./part-6.parquet": "date=2024-01-06/part-6.parquet",
+        "/w/events/date=2024-01-07/part-7.parquet": "date=2024-01-07/part-7.parquet",  # from the bucket's root
+        "../events/date=2024-01-08/part-8.parquet": "date=2024-01-08/part-8.parquet",
     }
     outside = [
         "s3://source/w/events/part-9.parquet",  # a clone's source
         "s3://lake/w/events_v2/part-0.parquet",  # a sibling table
         "s3://lake/w/events/../other/part-0.parquet",
         "file://lake/w/events/part-0.parquet",  # a local file, whatever its authority says
+        "date=2024-01-09/../../part-0.parquet",  # climbs out of the table
     ]
     live = spark.createDataFrame(
         [(path, 1, 10, None, False) for path in [*inside, *outside]],
@@ -342,7 +345,7 @@ def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
     listed = spark.createDataFrame(
         [("date=2024-01-01/part a+b.parquet",), ("date=2024-01-05/part-5.parquet",)], "relative_path string"
     )
-    # the six files inside the table are the table's; two of them are listed
+    # the files inside the table are the table's; two of them are listed
     assert coverage_counts(live, listed, 11, table) == (len(inside), 2)
     assert coverage_counts(live, listed, 10, table) == (0, 0)  # none older than the inventory
 

@@ -258,7 +258,8 @@ def _outermost(roots: Sequence[str]) -> tuple[str, ...]:
 class PlanCheck:
     """Delta's candidates checked against the snapshot and the slice, from one Spark job."""
 
-    # candidates that are live files of the snapshot or lie outside the table: must be none
+    # candidates that are live files of the snapshot, tombstones inside the retention window, or
+    # lie outside the table: must be none
     suspicious: int
     suspicious_examples: tuple[str, ...]
     # candidates that are not one of the slice's files (``in_slice`` null; every one without a slice)

@@ -89,8 +89,8 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     The files frame holds the snapshot's live files (Delta's ``AddFile``) and its tombstones
     (``RemoveFile``, which an older version inside the retention window may still read):
     ``path`` (relative and URL-encoded, or absolute), ``size``, ``modificationTime`` (null for a
-    tombstone), ``deletionTimestamp`` (epoch milliseconds, 0 when the log has none, as Delta reads
-    it; null for a live file) and ``tombstone``. The location, the
+    tombstone), ``deletionTimestamp`` (epoch milliseconds; null for a live file) and
+    ``tombstone``. The location, the
     partition columns, the retention and the UniForm flag are the same snapshot's, so every fact
     belongs to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
     retention check).
@@ -255,7 +255,7 @@ _S3_URI = r"^(?i:s3[an]?)://([^/]*)(.*)$"
 _FILE_URI = r"^(?i:file):(?://(?:localhost)?(?=/))?(/.*)$"
 # Hadoop's Path (and so every reader) resolves these before it opens a file: a log that records
 # ``a/./b``, ``a//b`` or ``a/x/../b`` names the object ``a/b``
-_DOT_DOT_PASSES = 8
+_DOT_DOT_PASSES = 16
 
 
 def live_relative_path(state: TableState, column: str = "path") -> F.Column:
@@ -264,32 +264,42 @@ def live_relative_path(state: TableState, column: str = "path") -> F.Column:
 
     Writers may record a file inside the table by its absolute URI, under any S3 scheme (``s3://b/t/f``
     for a table Spark reads as ``s3a://b/t``), with an authority S3A reads as the bucket
-    (``user@b``, ``b:443``), or with dot segments and doubled slashes that Hadoop resolves: each is
-    the table's file all the same, and the checks must see it as live. A file outside the table (a
-    shallow clone's source) has no relative path: null.
+    (``user@b``, ``b:443``), from the root of the table's bucket (``/t/f``: Hadoop resolves a
+    path with no scheme against the table's own file system), or with dot segments and doubled
+    slashes that Hadoop resolves: each is the table's file all the same, and the checks must see
+    it as live. A file outside the table (a shallow clone's source, a ``..`` above the root) has
+    no relative path: null.
     """
     decoded = decoded_relative_path(column)
     absolute = F.col(column).rlike(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+    rooted = ~absolute & decoded.startswith("/")  # Hadoop reads it on the table's own bucket
     location = StorageLocation.parse(state.qualified_location, what="table location")
     root = "/" + (location.key + "/" if location.key else "")
     if location.is_s3:
         host = F.lower(F.regexp_replace(F.regexp_extract(decoded, _S3_URI, 1), r"^.*@|:[0-9]*$", ""))
-        path = F.regexp_extract(decoded, _S3_URI, 2)
-        inside = decoded.rlike(_S3_URI) & (host == location.bucket.lower())
+        uri_path = F.regexp_extract(decoded, _S3_URI, 2)
+        same_place = decoded.rlike(_S3_URI) & (host == location.bucket.lower())
     else:
-        path = F.regexp_extract(decoded, _FILE_URI, 1)
-        inside = decoded.rlike(_FILE_URI)
-    path = _resolved(path)
-    relative = (
-        F.when(~absolute, _resolved(decoded))
-        .when(inside & path.startswith(root), F.substring(path, len(root) + 1, 1 << 30))
-        .otherwise(F.lit(None).cast("string"))
+        uri_path = F.regexp_extract(decoded, _FILE_URI, 1)
+        same_place = decoded.rlike(_FILE_URI)
+    # every form as a path from the root of the table's bucket (or disk), resolved as Hadoop does
+    path = _resolved(
+        F.when(rooted, decoded).when(~absolute, F.concat(F.lit(root), decoded)).otherwise(uri_path)
     )
-    return F.regexp_replace(relative, "^/+", "")  # a leading slash: kept as the table's, the safe side
+    inside = (~absolute | same_place) & path.startswith(root)
+    # a ``..`` left over would climb above the bucket's root: no object of the table
+    inside = inside & ~path.rlike(r"(^|/)\.\.(/|$)")
+    return F.when(inside, F.substring(path, len(root) + 1, 1 << 30))
 
 
 def _resolved(path: F.Column) -> F.Column:
-    """``path`` with doubled slashes collapsed, ``.`` segments dropped and ``x/..`` pairs resolved."""
+    """``path`` with doubled slashes collapsed, ``.`` segments dropped and ``x/..`` pairs resolved
+    (the regular expressions run only on the rare path that has any of them)."""
+    odd = path.contains("//") | path.contains("/.") | path.startswith(".")
+    return F.when(odd, _resolved_segments(path)).otherwise(path)
+
+
+def _resolved_segments(path: F.Column) -> F.Column:
     path = F.regexp_replace(path, "/{2,}", "/")
     path = F.regexp_replace(path, r"(?<=^|/)\.(?:/|$)", "")
     for _ in range(_DOT_DOT_PASSES):
