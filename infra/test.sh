@@ -6,6 +6,12 @@
 # command end to end (a vacuum, and a batch delete run by Spark's Python workers on the local S3).
 # With arguments, they go to pytest, on each Spark line, and the Python smoke is left out.
 #
+# The default line runs in the foreground; the other runs (the other lines, then the other Pythons,
+# one after another, each in its own JVM, moto server and pytest temp directory) run beside it, and
+# their output is printed when they end. One run's driver JVM keeps about one of this machine's two
+# cores busy, so two at once take little more than the longer of them.
+# TEST_CONCURRENCY=1 runs everything one after another, in this order, output as it comes.
+#
 #   bash infra/test.sh                                  # everything CI runs
 #   SPARK_LINES=4.0 bash infra/test.sh tests/test_safety.py -x
 #   SPARK_LINES=3.5 bash infra/test.sh tests            # the whole suite on the 3.5 line
@@ -22,6 +28,7 @@ unset SPARK_HOME PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON PYSPARK_SUBMIT_ARGS
 
 lines=${SPARK_LINES-$SPARK_LINES_SUPPORTED}
 pythons=${PYTHON_VERSIONS-$PYTHON_VERSIONS_SMOKED}
+concurrency=${TEST_CONCURRENCY:-2}
 # What the other Spark lines run: the tests whose outcome turns on what differs between the lines,
 # which is where a wrong deletion would come from. That is Delta's log reading and VACUUM planner
 # (3.3 against 4.0: the safety suite, the S3 vacuum, delta-rs and Delta-Spark tables with table
@@ -33,40 +40,69 @@ line_sensitive=(tests/test_safety.py tests/test_vacuum_s3.py tests/test_cross_wr
 smoke=(tests/test_manifest.py tests/test_registry.py
   tests/test_vacuum_local.py::test_short_retention_deletes_exactly_the_unreferenced_files
   tests/test_installed.py::test_installed_command_batch_deletes_with_a_bare_path)
-summary=()
-failed=0
-ran=0
+work="$(mktemp -d "${TMPDIR:-/tmp}/inventory-vacuum-tests.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+summary="$work/summary"  # one line per run, in the order they end
+: > "$summary"
 
-run() {  # run LABEL VENV PYTEST_ARGS...: one pytest run, its outcome and time kept for the summary
-  local label=$1 venv=$2 started=$SECONDS rc=0
+run() {  # run LABEL VENV PYTEST_ARGS...: one pytest run; its outcome and time go to the summary
+  local label=$1 venv=$2 started=$SECONDS rc=0 temp
   shift 2
   echo "=== $label: $("$venv/bin/python" -c 'import sys, pyspark, importlib.metadata as m; print("Python", sys.version.split()[0], "pyspark", pyspark.__version__, "delta-spark", m.version("delta-spark"))')" >&2
-  "$venv/bin/python" -m pytest "$@" || rc=$?
-  summary+=("$label: $([ "$rc" = 0 ] && echo passed || echo "FAILED (pytest exit $rc)") in $((SECONDS - started)) s")
-  [ "$rc" = 0 ] || failed=1
-  ran=$((ran + 1))
+  # its own temp root: pytest's numbered directories under /tmp are pruned by whichever run starts
+  temp="$(mktemp -d "$work/pytest.XXXXXX")"
+  "$venv/bin/python" -m pytest --basetemp "$temp" "$@" || rc=$?
+  rm -rf "$temp"
+  echo "$label: $([ "$rc" = 0 ] && echo passed || echo "FAILED (pytest exit $rc)") in $((SECONDS - started)) s" >> "$summary"
 }
 
-for line in $lines; do
-  ensure_venv "$line"
-  tests=("$@")
+run_line() {  # run_line LINE [PYTEST_ARGS...]: the whole suite on the default line, else its line-sensitive part
+  local line=$1
+  shift
+  local tests=("$@")
+  ensure_venv "$line" || { echo "Spark $line: FAILED (could not install it)" >> "$summary"; return 0; }
   [ $# -gt 0 ] || [ "$line" = "$DEFAULT_SPARK_LINE" ] || tests=("${line_sensitive[@]}")
   INVENTORY_VACUUM_SPARK_LINE=$line run "Spark $line" "$(venv_dir "$line")" ${tests[@]+"${tests[@]}"}
-done
-if [ $# -eq 0 ]; then
+}
+
+others() {  # the other Spark lines, then (with no pytest arguments) the other Pythons' smoke runs
+  local line version
+  for line in $lines; do
+    [ "$line" = "$DEFAULT_SPARK_LINE" ] || run_line "$line" "$@"
+  done
+  [ $# -eq 0 ] || return 0
   for version in $pythons; do
     [ "$version" = "$DEFAULT_PYTHON_VERSION" ] && continue
     if ! find_python "$version" >/dev/null 2>&1; then
-      summary+=("Python $version: not on this machine, skipped")
+      echo "Python $version: not on this machine, skipped" >> "$summary"
       continue
     fi
-    ensure_venv "$DEFAULT_SPARK_LINE" "$version"
+    ensure_venv "$DEFAULT_SPARK_LINE" "$version" \
+      || { echo "Python $version: FAILED (could not install it)" >> "$summary"; continue; }
     run "Python $version" "$(venv_dir "$DEFAULT_SPARK_LINE" "$version")" "${smoke[@]}"
   done
+}
+
+default=false
+for line in $lines; do [ "$line" = "$DEFAULT_SPARK_LINE" ] && default=true; done
+if $default; then
+  # installed before anything starts beside it: the other runs' installs then only add their own
+  ensure_venv "$DEFAULT_SPARK_LINE"
 fi
-if [ "$ran" -eq 0 ]; then
+if [ "$concurrency" -gt 1 ] && $default; then
+  echo "=== the other runs go on beside Spark $DEFAULT_SPARK_LINE; their output follows it" >&2
+  others "$@" > "$work/others.log" 2>&1 &
+  beside=$!
+  run_line "$DEFAULT_SPARK_LINE" "$@"
+  wait "$beside" || echo "the other runs: FAILED (exit $?)" >> "$summary"
+  cat "$work/others.log" >&2
+else
+  if $default; then run_line "$DEFAULT_SPARK_LINE" "$@"; fi
+  others "$@"
+fi
+if ! grep -qE ": (passed|FAILED)" "$summary"; then
   echo "nothing ran: no Spark line in SPARK_LINES and no other Python found or chosen (supported: $SPARK_LINES_SUPPORTED; $PYTHON_VERSIONS_SUPPORTED)" >&2
   exit 2
 fi
-printf '%s\n' "${summary[@]}" >&2
-exit "$failed"
+cat "$summary" >&2
+! grep -q FAILED "$summary"
