@@ -41,7 +41,13 @@ smoke=(tests/test_manifest.py tests/test_registry.py
   tests/test_vacuum_local.py::test_short_retention_deletes_exactly_the_unreferenced_files
   tests/test_installed.py::test_installed_command_batch_deletes_with_a_bare_path)
 work="$(mktemp -d "${TMPDIR:-/tmp}/inventory-vacuum-tests.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+beside=""  # the process group of the runs beside the default line's, while they go on
+cleanup() {
+  [ -z "$beside" ] || kill -TERM -- "-$beside" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM  # Ctrl-C stops the runs beside too (they are in a process group of their own)
 summary="$work/summary"  # one line per run, in the order they end
 : > "$summary"
 
@@ -91,10 +97,13 @@ if $default; then
 fi
 if [ "$concurrency" -gt 1 ] && $default; then
   echo "=== the other runs go on beside Spark $DEFAULT_SPARK_LINE; their output follows it" >&2
+  set -m  # job control for this one job: its own process group, which cleanup can stop whole
   others "$@" > "$work/others.log" 2>&1 &
   beside=$!
+  set +m
   run_line "$DEFAULT_SPARK_LINE" "$@"
   wait "$beside" || echo "the other runs: FAILED (exit $?)" >> "$summary"
+  beside=""
   cat "$work/others.log" >&2
 else
   if $default; then run_line "$DEFAULT_SPARK_LINE" "$@"; fi
