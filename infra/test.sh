@@ -29,6 +29,10 @@ unset SPARK_HOME PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON PYSPARK_SUBMIT_ARGS
 lines=${SPARK_LINES-$SPARK_LINES_SUPPORTED}
 pythons=${PYTHON_VERSIONS-$PYTHON_VERSIONS_SMOKED}
 concurrency=${TEST_CONCURRENCY:-2}
+case $concurrency in
+  1 | 2) ;;
+  *) echo "TEST_CONCURRENCY=$concurrency: 1 (in turn) or 2 (the other runs beside the default line's)" >&2; exit 2 ;;
+esac
 # What the other Spark lines run: the tests whose outcome turns on what differs between the lines,
 # which is where a wrong deletion would come from. That is Delta's log reading and VACUUM planner
 # (3.3 against 4.0: the safety suite, the S3 vacuum, delta-rs and Delta-Spark tables with table
@@ -41,9 +45,16 @@ smoke=(tests/test_manifest.py tests/test_registry.py
   tests/test_vacuum_local.py::test_short_retention_deletes_exactly_the_unreferenced_files
   tests/test_installed.py::test_installed_command_batch_deletes_with_a_bare_path)
 work="$(mktemp -d "${TMPDIR:-/tmp}/inventory-vacuum-tests.XXXXXX")"
+no_cache=()
 beside=""  # the process group of the runs beside the default line's, while they go on
-cleanup() {
-  [ -z "$beside" ] || kill -TERM -- "-$beside" 2>/dev/null || true
+cleanup() {  # on any exit; when cut short, the runs beside are stopped and what they printed shown
+  if [ -n "$beside" ]; then
+    kill -TERM -- "-$beside" 2>/dev/null || true
+    kill -CONT -- "-$beside" 2>/dev/null || true
+    echo "=== stopped; the runs beside printed (last 200 lines):" >&2
+    tail -n 200 "$work/others.log" >&2 || true
+    cat "$summary" >&2 || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -57,7 +68,8 @@ run() {  # run LABEL VENV PYTEST_ARGS...: one pytest run; its outcome and time g
   echo "=== $label: $("$venv/bin/python" -c 'import sys, pyspark, importlib.metadata as m; print("Python", sys.version.split()[0], "pyspark", pyspark.__version__, "delta-spark", m.version("delta-spark"))')" >&2
   # its own temp root: pytest's numbered directories under /tmp are pruned by whichever run starts
   temp="$(mktemp -d "$work/pytest.XXXXXX")"
-  "$venv/bin/python" -m pytest --basetemp "$temp" "$@" || rc=$?
+  # the runs beside the default line's keep no pytest cache: two runs would overwrite each other's
+  "$venv/bin/python" -m pytest --basetemp "$temp" ${no_cache[@]+"${no_cache[@]}"} "$@" || rc=$?
   rm -rf "$temp"
   echo "$label: $([ "$rc" = 0 ] && echo passed || echo "FAILED (pytest exit $rc)") in $((SECONDS - started)) s" >> "$summary"
 }
@@ -98,7 +110,7 @@ fi
 if [ "$concurrency" -gt 1 ] && $default; then
   echo "=== the other runs go on beside Spark $DEFAULT_SPARK_LINE; their output follows it" >&2
   set -m  # job control for this one job: its own process group, which cleanup can stop whole
-  others "$@" > "$work/others.log" 2>&1 &
+  (no_cache=(-p no:cacheprovider) && others "$@") < /dev/null > "$work/others.log" 2>&1 &
   beside=$!
   set +m
   run_line "$DEFAULT_SPARK_LINE" "$@"
