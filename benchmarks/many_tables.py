@@ -250,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=1000, help="files per table")
     parser.add_argument("--parallel", default="1,4,8", help="comma-separated --parallel values")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--compare-default",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run at Delta's default snapshotPartitions (50), at the middle --parallel",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     log.setLevel(logging.INFO)
@@ -332,7 +338,8 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
         )
         vacuum_run(spark, inventory, str(warm_registry), 1, events)
         settings = [(p, "sized") for p in (int(x) for x in args.parallel.split(","))]
-        settings.append((settings[len(settings) // 2][0], "50 (Delta's default)"))
+        if args.compare_default:
+            settings.append((settings[len(settings) // 2][0], "50 (Delta's default)"))
         for parallel, partitions in settings:
             if partitions != "sized":
                 spark.conf.set(SNAPSHOT_PARTITIONS, "50")  # set by the user: the job leaves it alone

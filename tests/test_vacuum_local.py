@@ -161,9 +161,18 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "200")
     _size_shuffles(session, 1_000)
-    assert session.conf.get("spark.sql.shuffle.partitions") == "1"  # the plan
+    # the plan: one partition, and no adaptive execution (a Spark job per query stage)
+    assert session.conf.get("spark.sql.shuffle.partitions") == "1"
+    assert session.conf.get("spark.sql.adaptive.enabled") == "false"
     _unsize_shuffles(session)
     assert session.conf.get("spark.sql.shuffle.partitions") == "200"  # the delete
+    assert session.conf.get("spark.sql.adaptive.enabled") == "true"
+    # a table of more than one partition keeps adaptive execution
+    big = spark.newSession()
+    big.conf.set("spark.sql.shuffle.partitions", "200")
+    _size_shuffles(big, 1_000_000)
+    assert big.conf.get("spark.sql.shuffle.partitions") == "4"
+    assert big.conf.get("spark.sql.adaptive.enabled") == "true"
     # a session never sized (a list-mode table has no inventory figures): nothing to restore
     untouched = spark.newSession()
     untouched.conf.set("spark.sql.shuffle.partitions", "64")

@@ -567,30 +567,44 @@ def _gated_slice(
     return slice_frame
 
 
-# where _size_shuffles keeps the table session's own setting, for _unsize_shuffles
+# where _size_shuffles keeps the table session's own settings, for _unsize_shuffles
 _CONFIGURED_SHUFFLES = "inventory-vacuum.configuredShufflePartitions"
+_CONFIGURED_ADAPTIVE = "inventory-vacuum.configuredAdaptive"
+_ADAPTIVE = "spark.sql.adaptive.enabled"
 
 
 def _size_shuffles(spark: SparkSession, objects: int) -> None:
     """This session is this table's: the plan's shuffles (ours and Delta's dry run) sized to its
     objects, until :func:`_unsize_shuffles`. A setting that is not a number (a platform's
-    ``auto``) is left as it is."""
+    ``auto``) is left as it is.
+
+    A plan of one shuffle partition also runs without adaptive execution: AQE runs every query
+    stage as a Spark job of its own, so a small table's plan took 42 jobs with it and 20 without
+    (the same plan, and the same answers), and a partition of one has nothing for AQE to coalesce or
+    split."""
     try:
         configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
     except ValueError:
         return
     spark.conf.set(_CONFIGURED_SHUFFLES, str(configured))
-    spark.conf.set(SHUFFLE_PARTITIONS, str(shuffle_partitions(objects, configured)))
+    partitions = shuffle_partitions(objects, configured)
+    spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
+    if partitions == 1:
+        # without a default: Spark's own when unset
+        spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
+        spark.conf.set(_ADAPTIVE, "false")
 
 
 def _unsize_shuffles(spark: SparkSession) -> None:
-    """Before deleting: the session's own shuffle setting again. Delta's parallel delete takes its
-    task count from it (unless ``spark.databricks.delta.vacuum.parallelDelete.parallelism`` is
-    set), and so do the existence checks and the ledger's joins; a delete's work is the garbage's
-    requests, which a table's object count does not bound (one task for a table's every delete)."""
-    configured = spark.conf.get(_CONFIGURED_SHUFFLES, None)
-    if configured is not None:
-        spark.conf.set(SHUFFLE_PARTITIONS, configured)
+    """Before deleting: the session's own shuffle and adaptive settings again. Delta's parallel
+    delete takes its task count from it (unless
+    ``spark.databricks.delta.vacuum.parallelDelete.parallelism`` is set), and so do the existence
+    checks and the ledger's joins; a delete's work is the garbage's requests, which a table's
+    object count does not bound (one task for a table's every delete)."""
+    for setting, kept in ((SHUFFLE_PARTITIONS, _CONFIGURED_SHUFFLES), (_ADAPTIVE, _CONFIGURED_ADAPTIVE)):
+        configured = spark.conf.get(kept, None)
+        if configured is not None:
+            spark.conf.set(setting, configured)
 
 
 def _not_protected(roots: Sequence[str], protected_prefixes: Sequence[str]) -> list[str]:
