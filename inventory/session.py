@@ -138,6 +138,16 @@ def build_spark_session(
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
         "spark.databricks.delta.vacuum.parallelDelete.enabled": "true",
+        # Spark keeps the classes it generates for a query's stages and expressions in a cache of
+        # 100 by default (a static setting: it counts only when this call starts the session). A
+        # vacuum of one table needs about 50 (Delta's snapshot and dry run, our checks); four
+        # tables at once, and every table compiled them all again: 49 compilations a table, about
+        # a third of the driver's CPU in a run over many small tables (JFR; Spark's
+        # CodegenMetrics). With room for 1,000 a table compiles about 6, the ones whose code holds
+        # a literal of its own (a clock reading, a path's length), which the cache evicts first.
+        # The cache is keyed by the whole generated source, so a class is shared only by queries
+        # of the same code; string literals (paths) are passed to each instance, not compiled in.
+        "spark.sql.codegen.cache.maxEntries": "1000",
     }
     for key, value in s3a_settings().items():
         defaults[f"spark.hadoop.{key}"] = value
