@@ -14,6 +14,7 @@ default ``spark.databricks.delta.snapshotPartitions`` (50) shows what sizing it 
 
     .venv/bin/python -m benchmarks.many_tables                       # 100 tables of 1,000 files
     .venv/bin/python -m benchmarks.many_tables --tables 20 --parallel 1,4
+    .venv/bin/python -m benchmarks.many_tables --tables 20 --parallel 4 --profile  # + the driver's profile
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -152,6 +154,7 @@ def vacuum_run(
     # as a vacuum job of its own would start: no Delta log state left from the ingest or the last run
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     since_ms = int(time.time() * 1000)
+    compilations = _compilations(spark)
     started = time.monotonic()
     code = run(
         [
@@ -168,8 +171,17 @@ def vacuum_run(
         raise Failure(
             f"--parallel {parallel}: {len(bad)} table(s) not ok, e.g. {bad[0]['name']}: {bad[0]['reason']}"
         )
+    compiled = _compilations(spark) - compilations
     time.sleep(1)  # the event log is flushed at each job's and stage's end
-    return seconds, report, parse_event_log(event_dir, since_ms, int(time.time() * 1000))
+    figures = parse_event_log(event_dir, since_ms, int(time.time() * 1000))
+    figures["classes_compiled_per_table"] = round(compiled / max(1, len(report["tables"])), 1)
+    return seconds, report, figures
+
+
+def _compilations(spark: Any) -> int:
+    """How many classes Spark's code generation has compiled in this JVM (its CodegenMetrics):
+    a query whose generated code is not in Spark's cache compiles it again."""
+    return int(spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
 
 
 def check_plans(report: dict[str, Any], candidates: Path, garbage: dict[str, set[str]]) -> None:
@@ -194,17 +206,28 @@ def markdown(document: dict[str, Any]) -> str:
         f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
         f"{document['machine_before'].get('load_average_1_5_15')}; Spark session start "
         f"{document['spark_start_seconds']:.1f} s (once, not in the figures below); ingest of the "
-        f"{document['inventory']['objects']:,}-object inventory {document['inventory']['ingest_seconds']:.1f} s.",
+        f"{document['inventory']['objects']:,}-object inventory {document['inventory']['ingest_seconds']:.1f} s."
+        + (f" Settings given: {', '.join(document['conf'])}." if document.get("conf") else ""),
         "",
-        "| --parallel | snapshotPartitions | wall s | s per table | vs best | Spark jobs per table (median) | job s per table (median) |",
-        "|---|---|---|---|---|---|---|",
+        "| --parallel | snapshotPartitions | wall s | s per table | vs best | Spark jobs per table (median) "
+        "| job s per table (median) | classes compiled per table |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         lines.append(
             f"| {r['parallel']} | {r['snapshot_partitions']} | {r['seconds']:.1f} | {r['seconds_per_table']:.2f} | "
             f"{r['seconds_per_table'] / best:.2f}× | {r['events']['jobs_per_table_median']} | "
-            f"{r['events']['job_seconds_per_table_median']:.2f} |"
+            f"{r['events']['job_seconds_per_table_median']:.2f} | "
+            f"{r['events'].get('classes_compiled_per_table', '–')} |"
         )
+    if document.get("warm_up_classes_compiled") is not None:
+        lines += [
+            "",
+            "Classes compiled: Spark's CodegenMetrics over each run, per table. The JVM's code cache is "
+            "shared by the runs: the warm-up table (a fresh JVM's first, "
+            f"{document['warm_up_classes_compiled']:.0f} classes) and each earlier row filled it, so a "
+            "row shows a running job's steady state.",
+        ]
     lines += [
         "",
         f"Spark jobs by step at --parallel {runs[0]['parallel']} (per table; a job's seconds overlap other tables' when tables run in parallel):",
@@ -215,6 +238,22 @@ def markdown(document: dict[str, Any]) -> str:
         f"| {s['step']} | {s['jobs_per_table']} | {s['seconds_per_table']:.2f} |"
         for s in runs[0]["events"]["steps"]
     ]
+    profile = document.get("driver_profile")
+    if profile:
+        shares = profile["shares"]
+        lines += [
+            "",
+            f"Where the driver JVM's CPU went, one more run at --parallel {profile['parallel']} under Java "
+            f"Flight Recorder ({shares['samples']:,} execution samples; the recording slows the run: "
+            f"{profile['seconds_per_table']:.2f} s a table). A share is the part of the samples whose stack "
+            "holds such a frame; the kinds overlap (compiling happens inside planning):",
+            "",
+            "| kind of work | share of samples |",
+            "|---|---|",
+        ]
+        lines += [f"| {kind} | {share:.1%} |" for kind, share in shares.items() if kind != "samples"]
+        lines += ["", "| frame the CPU was in | share |", "|---|---|"]
+        lines += [f"| `{f['frame']}` | {f['share']:.1%} |" for f in profile["top_frames"]]
     slowest = runs[0]["events"]["top_stages"]
     lines += ["", f"Costliest stages at --parallel {runs[0]['parallel']} (summed over all tables):", ""]
     lines += ["| stage | seconds | tasks |", "|---|---|---|"]
@@ -251,12 +290,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", default="1,4,8", help="comma-separated --parallel values")
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the benchmark's session, as spark-submit --conf (repeatable): "
+        "an A/B of one setting, e.g. spark.sql.codegen.cache.maxEntries=100",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="one more run, at the first --parallel, under Java Flight Recorder: where the driver "
+        "JVM's CPU goes (not one of the timed runs)",
+    )
+    parser.add_argument(
         "--compare-default",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="also run at Delta's default snapshotPartitions (50), at the middle --parallel",
     )
     args = parser.parse_args(argv)
+    if any("=" not in setting for setting in args.conf):
+        parser.error("--conf takes KEY=VALUE")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     log.setLevel(logging.INFO)
     sys.stdout.flush()
@@ -319,6 +374,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
             "spark.eventLog.compress": "false",
             # the event log's listener keeps up with hundreds of jobs a minute only with room
             "spark.driver.memory": "4g",
+            **dict(setting.split("=", 1) for setting in args.conf),
         },
     )
     spark_start = time.monotonic() - started
@@ -329,6 +385,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     ingest_seconds = time.monotonic() - started
     objects = spark.read.format("delta").load(inventory).count()
     runs = []
+    profile = None
     try:
         log.info("warm-up: one table, not recorded")
         first = next(iter(garbage))
@@ -336,7 +393,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
         warm_registry.write_text(
             f"tables:\n  - {{name: {first}, path: 's3://{BUCKET}/warehouse/{first}', owner: bench}}\n"
         )
-        vacuum_run(spark, inventory, str(warm_registry), 1, events)
+        _, _, warm_up = vacuum_run(spark, inventory, str(warm_registry), 1, events)
         settings = [(p, "sized") for p in (int(x) for x in args.parallel.split(","))]
         if args.compare_default:
             settings.append((settings[len(settings) // 2][0], "50 (Delta's default)"))
@@ -366,6 +423,8 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
                 "%s",
                 json.dumps(runs[-1] | {"events": {k: v for k, v in figures.items() if k != "top_stages"}}),
             )
+        if args.profile:
+            profile = profiled_run(spark, inventory, str(registry), runs[0]["parallel"], events, args.tables)
     finally:
         spark.stop()
     return {
@@ -374,7 +433,31 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
         "files_per_table": args.files,
         "spark_start_seconds": round(spark_start, 2),
         "inventory": {"objects": objects, "ingest_seconds": round(ingest_seconds, 2)},
+        "conf": args.conf,
+        # a fresh JVM's first table: every class it needs is compiled
+        "warm_up_classes_compiled": warm_up["classes_compiled_per_table"],
         "runs": runs,
+        "driver_profile": profile,
+    }
+
+
+def profiled_run(
+    spark: Any, inventory: str, registry: str, parallel: int, events: Path, tables: int
+) -> dict[str, Any]:
+    """One more run under Java Flight Recorder: where the driver JVM's CPU went, as shares."""
+    from benchmarks.driver_profile import profile_shares, record
+
+    log.info("one more run at --parallel %d under Java Flight Recorder", parallel)
+    (seconds, _, _), recording = record(
+        spark, lambda: vacuum_run(spark, inventory, registry, parallel, events)
+    )
+    shares, top = profile_shares(recording)
+    shutil.rmtree(recording.parent, ignore_errors=True)
+    return {
+        "parallel": parallel,
+        "seconds_per_table": round(seconds / tables, 3),
+        "shares": shares,
+        "top_frames": top,
     }
 
 

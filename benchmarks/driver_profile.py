@@ -1,0 +1,118 @@
+"""Where the driver JVM's CPU goes: Java Flight Recorder (the JDK's own profiler) around a piece
+of work, read back as shares of its execution samples.
+
+The event log (``many_tables.parse_event_log``) times Spark's jobs; it does not see the driver's
+work between and around them: planning each query, generating and compiling code for it, Delta's
+log reading, Py4J. A JFR recording does. With JFR's ``profile`` settings every running Java thread
+is sampled every 10-20 ms; a share below is the part of all samples whose stack holds a frame of
+that kind (the kinds overlap: compiling happens inside planning).
+
+A recording costs time of its own (the profiled run is slower than an unprofiled one), so the
+profiled run is never one of a benchmark's timed runs.
+
+    shares, top = profile_shares(Path("driver.jfr"))
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# kind of work: substrings of a frame's "package.Class.method" that mark it
+KINDS: dict[str, tuple[str, ...]] = {
+    "compiling generated code (Janino, its class loading)": (
+        "org.codehaus.janino.",
+        "org.codehaus.commons.compiler.",
+        "codegen.CodeGenerator$.doCompile",
+    ),
+    "generating code (whole-stage and expression codegen)": (
+        ".doProduce(",
+        ".doConsume(",
+        ".doGenCode(",
+        ".genCode(",
+        "codegen.CodegenContext.",
+    ),
+    "Catalyst rules (analysis, optimisation, planning)": ("catalyst.rules.RuleExecutor.execute(",),
+    "Spark tasks (the executor's threads)": ("org.apache.spark.executor.Executor$TaskRunner.run(",),
+    "Delta's own code": ("org.apache.spark.sql.delta.",),
+    "Py4J (calls from Python)": ("py4j.",),
+    "S3A and the AWS SDK": ("org.apache.hadoop.fs.s3a.", "software.amazon.awssdk.", "com.amazonaws."),
+}
+
+
+def record(spark: Any, work: Callable[[], T]) -> tuple[T, Path]:
+    """Run ``work`` under a JFR recording of the driver JVM (``profile`` settings); return its
+    result and the recording's file (in a new temporary directory)."""
+    jvm = spark._jvm
+    recording = jvm.jdk.jfr.Recording(jvm.jdk.jfr.Configuration.getConfiguration("profile"))
+    recording.start()
+    try:
+        result = work()
+    finally:
+        recording.stop()
+    path = Path(tempfile.mkdtemp(prefix="driver-profile-")) / "driver.jfr"
+    recording.dump(jvm.java.io.File(str(path)).toPath())
+    recording.close()
+    return result, path
+
+
+def _jfr_tool() -> str:
+    home = os.environ.get("JAVA_HOME")
+    candidates = [str(Path(home) / "bin" / "jfr")] if home else []
+    candidates.append(shutil.which("jfr") or "")
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return candidate
+    raise RuntimeError("the JDK's jfr tool is not found (JAVA_HOME/bin/jfr or jfr on PATH)")
+
+
+def profile_shares(path: Path, depth: int = 64, top: int = 10) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """({samples, kind: share}, the ``top`` frames the CPU was in most, with their shares), from
+    the execution samples of the recording at ``path`` (stacks cut at ``depth`` frames from the
+    running one)."""
+    command = [
+        _jfr_tool(),
+        "print",
+        "--events",
+        "jdk.ExecutionSample",
+        "--stack-depth",
+        str(depth),
+        str(path),
+    ]
+    kinds: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    samples = 0
+    frames: list[str] | None = None
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as printer:
+        assert printer.stdout is not None
+        for line in printer.stdout:
+            text = line.strip()
+            if text == "stackTrace = [":
+                frames = []
+            elif frames is not None and text == "]":
+                samples += 1
+                if frames:
+                    leaves[frames[0].split("(", 1)[0]] += 1
+                for kind, marks in KINDS.items():
+                    if any(mark in frame for frame in frames for mark in marks):
+                        kinds[kind] += 1
+                frames = None
+            elif frames is not None and text != "...":
+                frames.append(text)
+    if printer.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed with exit code {printer.returncode}")
+    shares: dict[str, Any] = {"samples": samples}
+    shares.update({kind: round(kinds[kind] / max(1, samples), 3) for kind in KINDS})
+    frames_top = [
+        {"frame": frame, "share": round(count / max(1, samples), 3)}
+        for frame, count in leaves.most_common(top)
+    ]
+    return shares, frames_top
