@@ -107,6 +107,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             except subprocess.TimeoutExpired:
                 daemon.kill()
         logs.close()
+        # Each executor fetched its own copy of the --packages jars into its worker's directory
+        # (the AWS SDK bundle alone is 560 MB): two workers, two applications, over 2 GB, which
+        # would stay until the run's end. The executors' logs stay.
+        for jar in tmp.glob("worker-*/app-*/*/*.jar"):
+            jar.unlink()
 
 
 def _executor_python(tmp: Path) -> str:
