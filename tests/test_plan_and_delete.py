@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from pyspark.sql import functions as F
 
 from inventory.errors import VacuumRefused
 from inventory.paths import LOCAL_BUCKET, StorageLocation
@@ -297,6 +298,65 @@ def test_a_plan_naming_a_file_removed_inside_the_retention_window_is_caught(spar
     assert check_plan(details, files, state).suspicious == 0  # without a cut-off: live files only
     listed = spark.createDataFrame([(unquote(removed["path"]),)], "relative_path string")
     assert coverage_counts(files, listed, 1 << 62, state) == (1, 0)  # the one live file, not listed
+
+
+@pytest.mark.parametrize("random_prefixes", [False, True])
+def test_a_plan_naming_a_deletion_vector_file_still_read_is_caught(spark, tmp_path, random_prefixes):
+    """A deletion vector's file is read with its data file: a plan naming the vector of a live
+    file, or of a tombstone inside the retention window, is refused like the data file itself.
+    Two DELETEs on the same files: the second replaces the first's vectors (tombstones' vectors,
+    kept for a week). The live vectors' paths are checked against the log replayed in Python
+    (tests/writers.py), under Delta's random prefixes too."""
+    from tests import writers
+    from vacuum.plan import candidate_details, check_plan
+    from vacuum.snapshot import live_relative_path
+
+    root = tmp_path / "t"
+    uri = f"file://{root}"
+    properties = {
+        "delta.deletedFileRetentionDuration": "interval 7 days",
+        "delta.enableDeletionVectors": "true",
+    }
+    if random_prefixes:
+        properties["delta.randomizeFilePrefixes"] = "true"
+    writers._create(spark, uri, "PARTITIONED BY (day)", properties)
+    writers._append(spark, uri, 0, 40, files=1)
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE id % 5 = 0")
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE id % 7 = 0")
+    state, files = load_table_state(spark, uri)
+    vector_paths = files.where(F.col("deletionVectorPath").isNotNull()).select(
+        "tombstone", "deletionTimestamp", live_relative_path(state, "deletionVectorPath").alias("relative")
+    )
+    live_vectors = {r["relative"] for r in vector_paths.where(~F.col("tombstone")).collect()}
+    removed = {r["relative"]: r["deletionTimestamp"] for r in vector_paths.where("tombstone").collect()}
+    expected_live = {p for p in writers.read_log(writers.LocalStore(root)).live() if "deletion_vector_" in p}
+    assert live_vectors == expected_live and len(live_vectors) == 1, (live_vectors, expected_live)
+    assert all("/" in p for p in live_vectors) == random_prefixes
+    replaced = set(removed) - live_vectors
+    assert len(replaced) == 1, removed  # the first DELETE's vectors' file
+    assert all((root / p).is_file() for p in live_vectors | replaced)
+
+    def suspicious(paths: set[str], cut_off: int | None) -> int:
+        candidates = spark.createDataFrame([(f"{state.base}{p}",) for p in sorted(paths)], "path string")
+        return check_plan(candidate_details(candidates, None, state), files, state, cut_off).suspicious
+
+    assert suspicious(live_vectors, 1 << 62) == 1
+    [removed_at] = {removed[p] for p in replaced}
+    assert suspicious(replaced, removed_at) == 1  # still inside the window: refused
+    assert suspicious(replaced, removed_at + 1) == 0  # past it: garbage like any other
+
+    # a shallow clone records the source's vectors by absolute path (kind "p"): read as the
+    # source's own files, and outside the clone
+    clone = f"file://{tmp_path}/clone"
+    spark.sql(f"CREATE TABLE delta.`{clone}` SHALLOW CLONE delta.`{uri}`")
+    clone_state, clone_files = load_table_state(spark, clone)
+    cloned = clone_files.where(~F.col("tombstone") & F.col("deletionVectorPath").isNotNull())
+    assert {
+        r[0] for r in cloned.select(live_relative_path(state, "deletionVectorPath")).collect()
+    } == live_vectors
+    assert {r[0] for r in cloned.select(live_relative_path(clone_state, "deletionVectorPath")).collect()} == {
+        None
+    }
 
 
 def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):

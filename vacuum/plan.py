@@ -276,7 +276,8 @@ def check_plan(
     objects readers open), so a path-form mismatch can never turn into a deleted live file; and,
     in the same aggregation, count what is not a slice file and size what is.
 
-    Delta decides what is valid; a candidate that is live, or a tombstone removed at or after
+    Delta decides what is valid; a candidate that is live (a live file or its deletion vector's
+    file), or a tombstone (or its vector's file) removed at or after
     ``retained_since_millis`` (a version inside the retention window reads it), or lies outside
     the table, refuses the table whatever else the check finds. ``retained_since_millis`` must be
     no earlier than the cut-off Delta used, so that nothing Delta rightly plans is refused.
@@ -284,10 +285,16 @@ def check_plan(
     needed = ~F.col("tombstone")
     if retained_since_millis is not None:
         needed = needed | (F.col("deletionTimestamp") >= retained_since_millis)
+    kept = files.where(needed)
     live = (
         # a live file recorded by its absolute URI inside the table is live all the same
-        files.where(needed)
-        .select(live_relative_path(state).alias("relative_path"))
+        kept.select(live_relative_path(state).alias("relative_path"))
+        # and so is the file holding its deletion vector
+        .unionByName(
+            kept.where(F.col("deletionVectorPath").isNotNull()).select(
+                live_relative_path(state, "deletionVectorPath").alias("relative_path")
+            )
+        )
         .distinct()  # a count per candidate, whatever the log holds
         .withColumn("live", F.lit(True))
     )

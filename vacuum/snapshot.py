@@ -89,8 +89,9 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     The files frame holds the snapshot's live files (Delta's ``AddFile``) and its tombstones
     (``RemoveFile``, which an older version inside the retention window may still read):
     ``path`` (relative and URL-encoded, or absolute), ``size``, ``modificationTime`` (null for a
-    tombstone), ``deletionTimestamp`` (epoch milliseconds; null for a live file) and
-    ``tombstone``. The location, the
+    tombstone), ``deletionTimestamp`` (epoch milliseconds; null for a live file), ``tombstone``
+    and ``deletionVectorPath`` (the file that holds the file's deletion vector, in ``path``'s
+    form: see :func:`deletion_vector_path`; null without one). The location, the
     partition columns, the retention and the UniForm flag are the same snapshot's, so every fact
     belongs to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
     retention check).
@@ -102,6 +103,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         "modificationTime",
         F.lit(None).cast("long").alias("deletionTimestamp"),
         F.lit(False).alias("tombstone"),
+        deletion_vector_path().alias("deletionVectorPath"),
     )
     tombstones = DataFrame(snapshot.tombstones().toDF(), spark).select(
         "path",
@@ -109,6 +111,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         F.lit(None).cast("long").alias("modificationTime"),
         F.coalesce(F.col("deletionTimestamp"), F.lit(0).cast("long")).alias("deletionTimestamp"),
         F.lit(True).alias("tombstone"),
+        deletion_vector_path().alias("deletionVectorPath"),
     )
     files = live.unionByName(tombstones)
     metadata = snapshot.metadata()
@@ -238,6 +241,41 @@ def _newest_snapshot(spark: SparkSession, uri: str):  # type: ignore[no-untyped-
     if snapshot.version() < 0:
         raise VacuumRefused(f"{uri} is not a Delta table (no _delta_log)")
     return snapshot
+
+
+# Delta's Base85 alphabet (Z85), which encodes a deletion vector file's UUID in 20 characters
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def deletion_vector_path(column: str = "deletionVector") -> F.Column:
+    """The file holding an ``AddFile``'s or ``RemoveFile``'s deletion vector, in the form
+    ``AddFile.path`` takes, so :func:`live_relative_path` reads both alike; null when the file has
+    no vector or an inline one (``storageType`` ``i``).
+
+    Delta keeps these files for every live file and every tombstone inside the retention window.
+    A ``u`` vector's ``pathOrInlineDv`` is a random prefix (a directory, when not empty) followed
+    by the file's UUID in 20 Base85 characters: the file is ``<prefix>/deletion_vector_<uuid>.bin``
+    relative to the table; a ``p`` vector's is the file's absolute URI.
+    """
+    kind = F.col(f"{column}.storageType")
+    value = F.col(f"{column}.pathOrInlineDv")
+    characters = F.split(F.substring(value, -20, 20), "")
+
+    def word(index: F.Column) -> F.Column:  # 5 characters: a 32-bit big-endian word of the UUID
+        number = F.aggregate(
+            F.slice(characters, index * 5 + 1, 5),
+            F.lit(0).cast("long"),
+            lambda total, character: total * 85 + F.position(character, F.lit(_Z85)) - 1,
+        )
+        # its low 32 bits, as Delta keeps them (a canonical encoding never exceeds them)
+        return F.lpad(F.lower(F.hex(F.pmod(number, F.lit(1 << 32)))), 8, "0")
+
+    hexits = F.array_join(F.transform(F.sequence(F.lit(0), F.lit(3)), word), "")
+    uuid = F.regexp_replace(hexits, r"^(.{8})(.{4})(.{4})(.{4})(.{12})$", "$1-$2-$3-$4-$5")
+    name = F.concat(F.lit("deletion_vector_"), uuid, F.lit(".bin"))
+    prefix = value.substr(F.lit(1), F.length(value) - 20)
+    relative = F.when(prefix == "", name).otherwise(F.concat(prefix, F.lit("/"), name))
+    return F.when((kind == "u") & (F.length(value) >= 20), relative).when(kind == "p", value)
 
 
 def decoded_relative_path(column: str = "path") -> F.Column:
