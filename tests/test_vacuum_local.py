@@ -156,7 +156,7 @@ def test_a_run_sizes_each_tables_shuffles_on_its_own_session_and_a_broken_invent
 def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     """Delta's parallel delete and the existence checks take their task count from the session's
     shuffle setting: sized to a small table's objects it would be one task for all its deletes."""
-    from vacuum.runner import _size_shuffles, _unsize_shuffles
+    from vacuum.runner import _adaptive_off_until_sized, _size_shuffles, _unsize_shuffles
 
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "200")
@@ -167,9 +167,12 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     _unsize_shuffles(session)
     assert session.conf.get("spark.sql.shuffle.partitions") == "200"  # the delete
     assert session.conf.get("spark.sql.adaptive.enabled") == "true"
-    # a table of more than one partition keeps adaptive execution
+    # a table of more than one partition gets adaptive execution back, which its snapshot and
+    # inventory figures ran without
     big = spark.newSession()
     big.conf.set("spark.sql.shuffle.partitions", "200")
+    _adaptive_off_until_sized(big)
+    assert big.conf.get("spark.sql.adaptive.enabled") == "false"
     _size_shuffles(big, 1_000_000)
     assert big.conf.get("spark.sql.shuffle.partitions") == "4"
     assert big.conf.get("spark.sql.adaptive.enabled") == "true"

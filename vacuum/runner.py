@@ -348,6 +348,8 @@ def _vacuum(
     run: TableRun,
 ) -> None:
     location = table.location
+    if options.mode in INVENTORY_MODES:
+        _adaptive_off_until_sized(spark)
     name_jobs(spark, "snapshot")
     state, live_files = load_table_state(spark, location.uri)
     run.table_version = state.version
@@ -397,7 +399,8 @@ def _vacuum(
             example = check.suspicious_examples[0] if check.suspicious_examples else "(a path of null)"
             raise VacuumRefused(
                 f"Delta's plan names {check.suspicious} file(s) that are live, needed by a version "
-                f"inside the retention window, or outside the table, "
+                f"inside the retention window (data files or their deletion vectors' files), or "
+                f"outside the table, "
                 f"e.g. {example}; nothing deleted"
             )
         if slice_frame is not None:
@@ -573,6 +576,15 @@ _CONFIGURED_ADAPTIVE = "inventory-vacuum.configuredAdaptive"
 _ADAPTIVE = "spark.sql.adaptive.enabled"
 
 
+def _adaptive_off_until_sized(spark: SparkSession) -> None:
+    """This session is this table's: its first queries (Delta's snapshot, the inventory figures)
+    run without adaptive execution, which would make each of their query stages a Spark job of
+    its own; :func:`_size_shuffles` turns it back on for a table of more than one partition. The
+    session's own setting is kept for :func:`_unsize_shuffles`."""
+    spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
+    spark.conf.set(_ADAPTIVE, "false")
+
+
 def _size_shuffles(spark: SparkSession, objects: int) -> None:
     """This session is this table's: the plan's shuffles (ours and Delta's dry run) sized to its
     objects, until :func:`_unsize_shuffles`. A setting that is not a number (a platform's
@@ -581,18 +593,24 @@ def _size_shuffles(spark: SparkSession, objects: int) -> None:
     A plan of one shuffle partition also runs without adaptive execution: AQE runs every query
     stage as a Spark job of its own, so a small table's plan took 42 jobs with it and 20 without
     (the same plan, and the same answers), and a partition of one has nothing for AQE to coalesce or
-    split."""
+    split. A bigger plan gets the session's own setting back (see :func:`_adaptive_off_until_sized`)."""
     try:
         configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
     except ValueError:
-        return
-    spark.conf.set(_CONFIGURED_SHUFFLES, str(configured))
-    partitions = shuffle_partitions(objects, configured)
-    spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
+        partitions = None
+    else:
+        spark.conf.set(_CONFIGURED_SHUFFLES, str(configured))
+        partitions = shuffle_partitions(objects, configured)
+        spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
     if partitions == 1:
-        # without a default: Spark's own when unset
-        spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
+        if spark.conf.get(_CONFIGURED_ADAPTIVE, None) is None:
+            # without a default: Spark's own when unset
+            spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
         spark.conf.set(_ADAPTIVE, "false")
+    else:
+        configured_adaptive = spark.conf.get(_CONFIGURED_ADAPTIVE, None)
+        if configured_adaptive is not None:
+            spark.conf.set(_ADAPTIVE, configured_adaptive)
 
 
 def _unsize_shuffles(spark: SparkSession) -> None:
