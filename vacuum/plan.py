@@ -285,15 +285,20 @@ def check_plan(
     needed = ~F.col("tombstone")
     if retained_since_millis is not None:
         needed = needed | (F.col("deletionTimestamp") >= retained_since_millis)
-    kept = files.where(needed)
     live = (
-        # a live file recorded by its absolute URI inside the table is live all the same
-        kept.select(live_relative_path(state).alias("relative_path"))
-        # and so is the file holding its deletion vector
-        .unionByName(
-            kept.where(F.col("deletionVectorPath").isNotNull()).select(
-                live_relative_path(state, "deletionVectorPath").alias("relative_path")
-            )
+        files.where(needed)
+        .select(
+            F.explode(
+                F.array(
+                    # a live file recorded by its absolute URI inside the table is live all the same
+                    live_relative_path(state),
+                    # and so is the file holding its deletion vector (one scan of the snapshot for both)
+                    F.when(
+                        F.col("deletionVectorPath").isNotNull(),
+                        live_relative_path(state, "deletionVectorPath"),
+                    ),
+                )
+            ).alias("relative_path")
         )
         .distinct()  # a count per candidate, whatever the log holds
         .withColumn("live", F.lit(True))

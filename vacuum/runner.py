@@ -249,7 +249,12 @@ def vacuum_tables(
             )
 
     def run_one(table: RegisteredTable) -> TableRun:
-        return vacuum_table(session_for(table.location), table, options, context)
+        session = session_for(table.location)
+        if options.mode in INVENTORY_MODES and not sized_by_user:
+            # a snapshot sized to the table has nothing for adaptive execution to coalesce; one
+            # of the user's size (Delta's 50 partitions, say) keeps it
+            _adaptive_off_until_sized(session)
+        return vacuum_table(session, table, options, context)
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
         runs = list(pool.map(run_one, tables))
@@ -348,8 +353,6 @@ def _vacuum(
     run: TableRun,
 ) -> None:
     location = table.location
-    if options.mode in INVENTORY_MODES:
-        _adaptive_off_until_sized(spark)
     name_jobs(spark, "snapshot")
     state, live_files = load_table_state(spark, location.uri)
     run.table_version = state.version
