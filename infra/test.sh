@@ -37,8 +37,9 @@ esac
 # which is where a wrong deletion would come from. That is Delta's log reading and VACUUM planner
 # (3.3 against 4.0: the safety suite, the S3 vacuum, delta-rs and Delta-Spark tables with table
 # features, the paths of deletion vectors' files), S3A and its AWS SDK (v1 against v2: listings,
-# ETags, deletes), and the jars and package that spark-submit and a cluster's executors get. Parsing, ingest, chargeback and the fault tests
-# run once, on the default line: the whole suite on both lines took CI past its 90 minutes.
+# ETags, deletes), and the jars and package that spark-submit and a cluster's executors get.
+# Parsing, ingest, chargeback and the fault tests run once, on the default line: the whole suite
+# on both lines took CI past its 90 minutes.
 line_sensitive=(tests/test_safety.py tests/test_vacuum_s3.py tests/test_cross_writer.py tests/test_installed.py
   tests/test_plan_and_delete.py::test_a_plan_naming_a_deletion_vector_file_still_read_is_caught)
 # What the other Pythons run: the installed command end to end on the local S3 (ingest, vacuum).
