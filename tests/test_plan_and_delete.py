@@ -386,8 +386,9 @@ def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
         "date=2024-01-09/../../part-0.parquet",  # climbs out of the table
     ]
     live = spark.createDataFrame(
-        [(path, 1, 10, None, False) for path in [*inside, *outside]],
-        "path string, size long, modificationTime long, deletionTimestamp long, tombstone boolean",
+        [(path, 1, 10, None, False, None) for path in [*inside, *outside]],
+        "path string, size long, modificationTime long, deletionTimestamp long, tombstone boolean, "
+        "deletionVectorPath string",
     )
     candidates = spark.createDataFrame(
         [(f"s3a://lake/w/events/{relative}",) for relative in inside.values()]
