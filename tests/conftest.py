@@ -70,6 +70,10 @@ def spark(s3_endpoint: str):  # type: ignore[no-untyped-def]
             # (1g ran out of heap near the end of 176 tests); the SQL UI keeps few plans
             "spark.driver.memory": "2g",
             "spark.sql.ui.retainedExecutions": "20",
+            # as Spark's own test suites: a query whose generated code does not compile (a method
+            # past Java's 64 KB) fails its test, instead of running interpreted with only an ERROR
+            # in the log (every table of a nightly run paid for the failed compile)
+            "spark.sql.codegen.fallback": "false",
         },
     )
     yield session

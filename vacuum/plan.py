@@ -287,19 +287,13 @@ def check_plan(
         needed = needed | (F.col("deletionTimestamp") >= retained_since_millis)
     live = (
         files.where(needed)
-        .select(
-            F.explode(
-                F.array(
-                    # a live file recorded by its absolute URI inside the table is live all the same
-                    live_relative_path(state),
-                    # and so is the file holding its deletion vector (one scan of the snapshot for both)
-                    F.when(
-                        F.col("deletionVectorPath").isNotNull(),
-                        live_relative_path(state, "deletionVectorPath"),
-                    ),
-                )
-            ).alias("relative_path")
-        )
+        # a needed file, and the file holding its deletion vector (one scan of the snapshot for
+        # both; they are in the same form, so one expression reads them: two copies of it in one
+        # generated method pass Java's 64 KB limit, and Spark would fall back to interpreting it)
+        .select(F.explode(F.array("path", "deletionVectorPath")).alias("path"))
+        .where(F.col("path").isNotNull())
+        # a live file recorded by its absolute URI inside the table is live all the same
+        .select(live_relative_path(state).alias("relative_path"))
         .distinct()  # a count per candidate, whatever the log holds
         .withColumn("live", F.lit(True))
     )
