@@ -583,8 +583,10 @@ def _adaptive_off_until_sized(spark: SparkSession) -> None:
     """This session is this table's: its first queries (Delta's snapshot, the inventory figures)
     run without adaptive execution, which would make each of their query stages a Spark job of
     its own; :func:`_size_shuffles` turns it back on for a table of more than one partition. The
-    session's own setting is kept for :func:`_unsize_shuffles`."""
-    spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
+    session's own setting is kept for :func:`_unsize_shuffles` (once: a second call keeps it)."""
+    if spark.conf.get(_CONFIGURED_ADAPTIVE, None) is None:
+        # without a default: Spark's own when unset
+        spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
     spark.conf.set(_ADAPTIVE, "false")
 
 
@@ -606,10 +608,7 @@ def _size_shuffles(spark: SparkSession, objects: int) -> None:
         partitions = shuffle_partitions(objects, configured)
         spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
     if partitions == 1:
-        if spark.conf.get(_CONFIGURED_ADAPTIVE, None) is None:
-            # without a default: Spark's own when unset
-            spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
-        spark.conf.set(_ADAPTIVE, "false")
+        _adaptive_off_until_sized(spark)
     else:
         configured_adaptive = spark.conf.get(_CONFIGURED_ADAPTIVE, None)
         if configured_adaptive is not None:
