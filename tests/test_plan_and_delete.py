@@ -359,6 +359,32 @@ def test_a_plan_naming_a_deletion_vector_file_still_read_is_caught(spark, tmp_pa
     }
 
 
+def test_a_deletion_vectors_prefix_is_a_raw_name_not_url_encoded(spark):
+    """A ``u`` vector's random prefix is the directory's name as it is, while ``AddFile.path`` is
+    URL-encoded: a ``%`` in the prefix must stay a ``%`` in the path the checks compare, and so
+    must a ``+``. Delta's own prefixes are letters and digits; another writer's need not be."""
+    from tests.writers import deletion_vector_file
+    from vacuum.snapshot import deletion_vector_path, live_relative_path
+
+    encoded = "vCaZ(fFdb2hEJ#&-cb0x"  # 20 Z85 characters: a UUID
+    cases = {
+        f"{prefix}{encoded}": deletion_vector_file(
+            {"storageType": "u", "pathOrInlineDv": f"{prefix}{encoded}"}
+        )
+        for prefix in ("", "ab", "%41b", "a+b", "%")
+    }
+    vectors = spark.createDataFrame(
+        [((("u", value),)) for value in cases],
+        "deletionVector struct<storageType: string, pathOrInlineDv: string>",
+    )
+    decoded = vectors.select(
+        F.col("deletionVector.pathOrInlineDv").alias("value"),
+        deletion_vector_path().alias("path"),
+    ).select("value", live_relative_path(state("s3a://lake/w/events")).alias("relative"))
+    assert {r["value"]: r["relative"] for r in decoded.collect()} == cases
+    assert cases[f"%41b{encoded}"].startswith("%41b/deletion_vector_")
+
+
 def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
     """A writer may record a file inside the table by its absolute URI (another S3 scheme than
     the one Spark reads the table with, an authority S3A reads as the bucket, encoded), or with

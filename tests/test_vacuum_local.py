@@ -176,6 +176,14 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     _size_shuffles(big, 1_000_000)
     assert big.conf.get("spark.sql.shuffle.partitions") == "4"
     assert big.conf.get("spark.sql.adaptive.enabled") == "true"
+    # a small table whose snapshot ran without adaptive execution: sizing turns it off a second
+    # time, and the delete still gets the session's own setting, not the "false" of the first
+    small = spark.newSession()
+    _adaptive_off_until_sized(small)
+    _size_shuffles(small, 1_000)
+    assert small.conf.get("spark.sql.adaptive.enabled") == "false"
+    _unsize_shuffles(small)
+    assert small.conf.get("spark.sql.adaptive.enabled") == "true"
     # a session never sized (a list-mode table has no inventory figures): nothing to restore
     untouched = spark.newSession()
     untouched.conf.set("spark.sql.shuffle.partitions", "64")

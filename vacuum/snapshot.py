@@ -273,7 +273,8 @@ def deletion_vector_path(column: str = "deletionVector") -> F.Column:
     hexits = F.array_join(F.transform(F.sequence(F.lit(0), F.lit(3)), word), "")
     uuid = F.regexp_replace(hexits, r"^(.{8})(.{4})(.{4})(.{4})(.{12})$", "$1-$2-$3-$4-$5")
     name = F.concat(F.lit("deletion_vector_"), uuid, F.lit(".bin"))
-    prefix = value.substr(F.lit(1), F.length(value) - 20)
+    # the prefix is the directory's raw name, where ``path`` is URL-encoded: a ``%`` in it is itself
+    prefix = F.replace(value.substr(F.lit(1), F.length(value) - 20), F.lit("%"), F.lit("%25"))
     relative = F.when(prefix == "", name).otherwise(F.concat(prefix, F.lit("/"), name))
     return F.when((kind == "u") & (F.length(value) >= 20), relative).when(kind == "p", value)
 
