@@ -71,5 +71,6 @@ def spark_error_summary(error: BaseException) -> str:
 
 
 def _strip_exception_names(line: str) -> str:
-    line = line.strip().removeprefix("Caused by:").strip()
+    # Py4J's text puts the Java error after a ": " of its own line
+    line = line.strip().removeprefix("Caused by:").strip().lstrip(": ")
     return re.sub(r"^(?:[\w.$]+(?:Exception|Error):\s*)+", "", line).strip()
