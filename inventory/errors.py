@@ -50,8 +50,11 @@ class DeleteError(InventoryVacuumError):
 def spark_error_summary(error: BaseException) -> str:
     """The most telling line of a Spark/JVM error (its innermost error condition), one line."""
     text = str(getattr(error, "desc", None) or error).strip()
+    # Py4J's own first line ("An error occurred while calling o43.save.") says nothing of what failed
     lines = [
-        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith(("at ", "An error occurred while calling "))
     ]
     generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in")
     conditions = [
@@ -72,5 +75,5 @@ def spark_error_summary(error: BaseException) -> str:
 
 def _strip_exception_names(line: str) -> str:
     # Py4J's text puts the Java error after a ": " of its own line
-    line = line.strip().removeprefix("Caused by:").strip().lstrip(": ")
+    line = line.strip().removeprefix("Caused by:").strip().removeprefix(": ")
     return re.sub(r"^(?:[\w.$]+(?:Exception|Error):\s*)+", "", line).strip()

@@ -1,0 +1,34 @@
+"""What a Spark or JVM error becomes in a table's reason and a job's one-line error."""
+
+from __future__ import annotations
+
+import pytest
+
+from inventory.errors import spark_error_summary
+
+pytestmark = pytest.mark.spark_independent
+
+
+class Py4JLike(Exception):
+    """An error whose text is laid out as Py4J lays out a Java exception's."""
+
+
+def test_py4js_own_lines_never_make_the_summary():
+    bare = Py4JLike(
+        "An error occurred while calling o43.save.\n"
+        ": java.io.IOException: No FileSystem for scheme: s4\n"
+        "\tat org.apache.hadoop.fs.FileSystem.getFileSystemClass(FileSystem.java:3443)\n"
+    )
+    assert spark_error_summary(bare) == "No FileSystem for scheme: s4"
+    read = Py4JLike(
+        "An error occurred while calling o12.collectToPython.\n"
+        ": org.apache.spark.SparkException: [FAILED_READ_FILE.FILE_NOT_EXIST] Encountered error while "
+        "reading file s3a://inv/t/part-1.parquet. File does not exist. SQLSTATE: KD001\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.fileNotExistError(QueryExecutionErrors.scala:1)\n"
+    )
+    summary = spark_error_summary(read)
+    assert summary.startswith("[FAILED_READ_FILE.FILE_NOT_EXIST]") and "s3a://inv/t/part-1.parquet" in summary
+    # only Py4J's one ": " goes: the message's own text is kept as it is
+    assert spark_error_summary(Py4JLike(": java.io.IOException: ::1 refused the connection")) == (
+        "::1 refused the connection"
+    )
