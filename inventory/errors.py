@@ -50,11 +50,8 @@ class DeleteError(InventoryVacuumError):
 def spark_error_summary(error: BaseException) -> str:
     """The most telling line of a Spark/JVM error (its innermost error condition), one line."""
     text = str(getattr(error, "desc", None) or error).strip()
-    # Py4J's own first line ("An error occurred while calling o43.save.") says nothing of what failed
     lines = [
-        line.strip()
-        for line in text.splitlines()
-        if line.strip() and not line.strip().startswith(("at ", "An error occurred while calling "))
+        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
     ]
     generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in")
     conditions = [

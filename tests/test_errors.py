@@ -13,13 +13,7 @@ class Py4JLike(Exception):
     """An error whose text is laid out as Py4J lays out a Java exception's."""
 
 
-def test_py4js_own_lines_never_make_the_summary():
-    bare = Py4JLike(
-        "An error occurred while calling o43.save.\n"
-        ": java.io.IOException: No FileSystem for scheme: s4\n"
-        "\tat org.apache.hadoop.fs.FileSystem.getFileSystemClass(FileSystem.java:3443)\n"
-    )
-    assert spark_error_summary(bare) == "No FileSystem for scheme: s4"
+def test_py4js_colon_never_starts_the_summary():
     read = Py4JLike(
         "An error occurred while calling o12.collectToPython.\n"
         ": org.apache.spark.SparkException: [FAILED_READ_FILE.FILE_NOT_EXIST] Encountered error while "
