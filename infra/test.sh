@@ -3,11 +3,11 @@
 # default Spark line (4.0, in .venv) and the line-sensitive part of it on each other supported line
 # (3.5, in .venv-spark3.5; see `line_sensitive` below), then a smoke subset on the oldest and newest
 # other supported Python found on this machine: the manifest and registry parsers, and the installed
-# command end to end (a vacuum, and a batch delete run by Spark's Python workers on the local S3).
+# command end to end (an ingest, then a vacuum whose batch delete runs in Spark's Python workers).
 # With arguments, they go to pytest, on each Spark line, and the Python smoke is left out.
 #
-# The default line runs in the foreground; the other runs (the other lines, then the other Pythons,
-# one after another, each in its own JVM, moto server and pytest temp directory) run beside it, and
+# The default line runs in the foreground; the other runs (the default line's cluster and fault
+# tests, the other lines, then the other Pythons, one after another, each in its own JVM, moto server and pytest temp directory) run beside it, and
 # their output is printed when they end. One run's driver JVM keeps about one of this machine's two
 # cores busy, so two at once take little more than the longer of them.
 # TEST_CONCURRENCY=1 runs everything one after another, in this order, output as it comes.
@@ -42,10 +42,16 @@ esac
 # on both lines took CI past its 90 minutes.
 line_sensitive=(tests/test_safety.py tests/test_vacuum_s3.py tests/test_cross_writer.py tests/test_installed.py
   tests/test_plan_and_delete.py::test_a_plan_naming_a_deletion_vector_file_still_read_is_caught)
-# What the other Pythons run: the installed command end to end on the local S3 (ingest, vacuum).
+# What the other Pythons run: the parsers, and the installed command end to end on the local S3
+# (an ingest in the test's process, then the command's vacuum with a batch delete in Spark's Python
+# workers; a second, in-process vacuum test added 150-210 s a Python and nothing this one misses).
 smoke=(tests/test_manifest.py tests/test_registry.py
-  tests/test_vacuum_local.py::test_short_retention_deletes_exactly_the_unreferenced_files
   tests/test_installed.py::test_installed_command_batch_deletes_with_a_bare_path)
+# On a full run, these files of the default line run beside it, first, in a pytest run of their own:
+# a standalone cluster and processes SIGKILLed mid-write, JVMs of their own that share nothing with
+# the default line's session. About 10 minutes: without them the default line ran 55 minutes and
+# the runs beside it 39, so the two halves now take about as long.
+default_beside=(tests/test_cluster.py tests/test_faults.py)
 work="$(mktemp -d "${TMPDIR:-/tmp}/inventory-vacuum-tests.XXXXXX")"
 no_cache=()
 beside=""  # the process group of the runs beside the default line's, while they go on
@@ -81,12 +87,20 @@ run_line() {  # run_line LINE [PYTEST_ARGS...]: the whole suite on the default l
   shift
   local tests=("$@")
   ensure_venv "$line" || { echo "Spark $line: FAILED (could not install it)" >> "$summary"; return 0; }
-  [ $# -gt 0 ] || [ "$line" = "$DEFAULT_SPARK_LINE" ] || tests=("${line_sensitive[@]}")
+  if [ $# -eq 0 ] && [ "$line" = "$DEFAULT_SPARK_LINE" ]; then
+    tests=(tests $(printf -- "--ignore=%s " "${default_beside[@]}"))
+  elif [ $# -eq 0 ]; then
+    tests=("${line_sensitive[@]}")
+  fi
   INVENTORY_VACUUM_SPARK_LINE=$line run "Spark $line" "$(venv_dir "$line")" ${tests[@]+"${tests[@]}"}
 }
 
 others() {  # the other Spark lines, then (with no pytest arguments) the other Pythons' smoke runs
   local line version
+  if [ $# -eq 0 ] && $default; then  # the default line's files that run beside it
+    INVENTORY_VACUUM_SPARK_LINE=$DEFAULT_SPARK_LINE run "Spark $DEFAULT_SPARK_LINE (${default_beside[*]})" \
+      "$(venv_dir "$DEFAULT_SPARK_LINE")" "${default_beside[@]}"
+  fi
   for line in $lines; do
     [ "$line" = "$DEFAULT_SPARK_LINE" ] || run_line "$line" "$@"
   done
