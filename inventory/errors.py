@@ -47,12 +47,18 @@ class DeleteError(InventoryVacuumError):
     """Some objects could not be deleted even after retries."""
 
 
+_PY4J_CALL = re.compile(r"An error occurred while calling [\w$.]+\.?$")
+
+
 def spark_error_summary(error: BaseException) -> str:
     """The most telling line of a Spark/JVM error (its innermost error condition), one line."""
     text = str(getattr(error, "desc", None) or error).strip()
     lines = [
         line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
     ]
+    # Py4J's own first line names only the JVM object and method ("o73.orc"): the Java error follows
+    if len(lines) > 1 and _PY4J_CALL.match(lines[0]):
+        lines = lines[1:]
     generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in")
     conditions = [
         line

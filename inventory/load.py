@@ -230,6 +230,7 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
     for bucket in request.source_buckets:
         started = time.monotonic()
         outcome = BucketResult(bucket=bucket, status="failed")
+        delivery: Delivery | None = None
         try:
             delivery = find_delivery(
                 s3, request.destination, bucket, request.config_id, request.inventory_date
@@ -251,7 +252,7 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
         except InventoryVacuumError as error:
             outcome.error = str(error)
         except Exception as error:  # Spark/JVM failures: unreadable files, a bad table location
-            outcome.error = f"{_delivery_name(outcome, bucket)}: {spark_error_summary(error)}"
+            outcome.error = f"{_delivery_name(bucket, delivery)}: {spark_error_summary(error)}"
         outcome.seconds = round(time.monotonic() - started, 3)
         result.buckets.append(outcome)
     if request.runs_table:
@@ -259,8 +260,14 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
     return result
 
 
-def _delivery_name(outcome: BucketResult, bucket: str) -> str:
-    return f"bucket {bucket} ({outcome.manifest_key})" if outcome.manifest_key else f"bucket {bucket}"
+def _delivery_name(bucket: str, delivery: Delivery | None) -> str:
+    """Where a Spark failure happened: the bucket, and its delivery's manifest and format (a
+    reader's own error often names neither: a corrupt ORC file fails with a bare protobuf message)."""
+    if delivery is None:
+        return f"bucket {bucket}"
+    count = len(delivery.files)
+    files = f"{count} {delivery.file_format} data file{'s' if count != 1 else ''}"
+    return f"bucket {bucket} ({delivery.manifest_key}: {files})"
 
 
 def record_runs(spark: SparkSession, runs_table: str, run_id: str, buckets: Sequence[BucketResult]) -> None:

@@ -26,3 +26,16 @@ def test_py4js_colon_never_starts_the_summary():
     assert spark_error_summary(Py4JLike(": java.io.IOException: ::1 refused the connection")) == (
         "::1 refused the connection"
     )
+
+
+def test_py4js_call_line_is_never_the_summary_when_the_java_error_follows():
+    corrupt_orc = Py4JLike(
+        "An error occurred while calling o73.orc.\n"
+        ": com.google.protobuf.InvalidProtocolBufferException: Protocol message tag had invalid wire type.\n"
+        "\tat com.google.protobuf.InvalidProtocolBufferException.invalidWireType(X.java:1)\n"
+    )
+    assert spark_error_summary(corrupt_orc) == "Protocol message tag had invalid wire type."
+    # alone, it is all there is to say
+    assert spark_error_summary(Py4JLike("An error occurred while calling o43.save.")) == (
+        "An error occurred while calling o43.save."
+    )

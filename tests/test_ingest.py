@@ -337,7 +337,7 @@ def _bad_deliveries(source: str):
         "corrupt-orc": (
             {"a.orc": b"ORC garbage"},
             {"file_format": "ORC", "file_schema": "struct<bucket:string,key:string,size:bigint>"},
-            "orc|ORC|Malformed",
+            "Protocol message|Malformed|a.orc",  # Spark 4.0 and 3.5: protobuf's own message
         ),
         "foreign-rows": ({"a.csv.gz": csv_gz(good + foreign)}, {}, "name bucket 'someone-else'"),
         "too-many-columns": ({"a.csv.gz": csv_gz([good[0] + ["extra"]])}, {}, "Malformed|malformed|FAILFAST"),
@@ -392,6 +392,8 @@ def test_bad_delivery_fails_its_bucket_and_leaves_the_table_as_it_was(spark, s3,
     assert "2024-01-16T01-00Z/manifest.json" in failed["error"]
     assert "\n" not in failed["error"]
     assert any(part in failed["error"] for part in message.split("|")), failed["error"]
+    if case.startswith("corrupt-"):  # a reader's own error may name no format: the prefix does
+        assert f": 1 {options.get('file_format', 'CSV')} data file): " in failed["error"], failed["error"]
     # the failed bucket's partition is exactly as before; the healthy bucket was still loaded
     assert set(table_rows(spark, table, source)) == {"k/1"}
     assert set(table_rows(spark, table, healthy)) == {"h/1"}
