@@ -7,9 +7,10 @@
 # With arguments, they go to pytest, on each Spark line, and the Python smoke is left out.
 #
 # The default line runs in the foreground; the other runs (the default line's cluster and fault
-# tests, the other lines, then the other Pythons, one after another, each in its own JVM, moto server and pytest temp directory) run beside it, and
-# their output is printed when they end. One run's driver JVM keeps about one of this machine's two
-# cores busy, so two at once take little more than the longer of them.
+# tests, the other lines, then the other Pythons, one after another, each in its own JVM, moto
+# server and pytest temp directory) run beside it, and their output is printed when they end. One
+# run's driver JVM keeps about one of this machine's two cores busy, so two at once take little more
+# than the longer of them.
 # TEST_CONCURRENCY=1 runs everything one after another, in this order, output as it comes.
 #
 #   bash infra/test.sh                                  # everything CI runs
