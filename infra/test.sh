@@ -89,7 +89,7 @@ run_line() {  # run_line LINE [PYTEST_ARGS...]: the whole suite on the default l
   local tests=("$@")
   ensure_venv "$line" || { echo "Spark $line: FAILED (could not install it)" >> "$summary"; return 0; }
   if [ $# -eq 0 ] && [ "$line" = "$DEFAULT_SPARK_LINE" ]; then
-    tests=(tests $(printf -- "--ignore=%s " "${default_beside[@]}"))
+    tests=(tests "${default_beside[@]/#/--ignore=}")
   elif [ $# -eq 0 ]; then
     tests=("${line_sensitive[@]}")
   fi
