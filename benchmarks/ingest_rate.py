@@ -8,6 +8,11 @@ the measured ingests are the steady state.
 
     .venv/bin/python -m benchmarks.ingest_rate                          # Parquet and CSV, 1M rows each
     .venv/bin/python -m benchmarks.ingest_rate --rows 10000000 --formats parquet
+    .venv/bin/python -m benchmarks.ingest_rate --registered-tables 1000    # keys tagged with their table
+
+With ``--registered-tables N`` the ingest tags each key with its owning table, as the daily job
+does with its tables.yaml: the 100 tables the keys lie in, and N - 100 more in the same bucket at
+other depths (an empty registry, the default, skips the tagging).
 """
 
 from __future__ import annotations
@@ -56,12 +61,32 @@ def synthetic_rows(bucket: str, rows: int, seed: int = 7) -> Iterator[dict[str, 
         }
 
 
+def registry_text(bucket: str, tables: int) -> str:
+    """A tables.yaml: the 100 tables :func:`synthetic_rows` writes into, then ``tables - 100``
+    others in the same bucket, at depths 2 to 4, that hold none of its keys."""
+    paths = [f"warehouse/t{index:02d}" for index in range(min(tables, 100))]
+    paths += [
+        "/".join(["warehouse", f"team{index % 7}", *["x"] * (index % 3), f"t{index}"])
+        for index in range(tables - len(paths))
+    ]
+    entries = [
+        f"  - {{name: 't{n}', path: 's3://{bucket}/{p}', owner: o{n % 20}}}" for n, p in enumerate(paths)
+    ]
+    return "tables:\n" + "\n".join(entries) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--rows", type=int, action="append", help="rows per delivery (repeatable); default 1M"
     )
     parser.add_argument("--formats", default="parquet,csv", help="comma-separated: parquet, csv, orc")
+    parser.add_argument(
+        "--registered-tables",
+        type=int,
+        default=0,
+        help="tag keys with a registry of this many tables (at least 100: the tables the keys lie in)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -84,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from inventory.load import IngestRequest, ingest
     from inventory.paths import StorageLocation
+    from inventory.registry import parse_registry
     from inventory.report_writer import write_delivery
     from inventory.s3 import s3_client
     from inventory.session import build_spark_session
@@ -124,6 +150,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 source_buckets=(bucket,),
                 config_id="daily",
                 inventory_table=inventory,
+                registry=(
+                    parse_registry(registry_text(bucket, args.registered_tables))
+                    if args.registered_tables
+                    else None
+                ),
             ),
             run_id=f"benchmark-{bucket}",
         )
@@ -164,6 +195,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         **run_header("ingest_rate", started_at, before),
         "spark_start_seconds": round(spark_start, 2),
+        "registered_tables": args.registered_tables,
         "results": results,
     }
 
@@ -174,7 +206,12 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
         f"{document['machine_before'].get('load_average_1_5_15')}; Spark session start "
-        f"{document['spark_start_seconds']:.1f} s, paid once per job and not in the rates below.",
+        f"{document['spark_start_seconds']:.1f} s, paid once per job and not in the rates below. "
+        + (
+            f"Keys tagged with their owning table from a registry of {document['registered_tables']:,} tables."
+            if document.get("registered_tables")
+            else "No registry: keys not tagged with a table."
+        ),
         "",
         "| format | rows | data files | ingest s | rows/s |",
         "|---|---|---|---|---|",

@@ -210,24 +210,43 @@ def is_current_version() -> Column:
 def tag_owning_table(inventory: DataFrame, registry: TableRegistry | None) -> DataFrame:
     """Set ``table`` to the registered table whose path holds each key, on a component boundary.
 
-    ``s3://b/w/events_v2/x`` does not belong to table ``s3://b/w/events``. Registered paths never
-    nest (the registry refuses it), so a key matches at most one table: the longest match.
+    ``s3://b/w/events_v2/x`` does not belong to table ``s3://b/w/events``, nor does an object
+    named ``w/events`` itself.
+    Registered paths never nest (the registry refuses it), so a key has at most one owner: the
+    table whose key is the key's first n components, for some n. That is one broadcast hash join
+    on (bucket, leading components) per distinct n among the registered tables: a key is looked
+    up, not compared with every table of its bucket (a join on the bucket with a ``startswith``
+    condition, rows times tables).
     """
     if registry is None or not registry.tables:
         return inventory
+    by_depth: dict[int, list[tuple[str, str, str]]] = {}
+    for table in registry.tables:
+        if table.location.is_s3:
+            key = table.location.key  # never empty: the registry refuses a whole bucket
+            by_depth.setdefault(key.count("/") + 1, []).append((table.location.bucket, key, table.name))
+    if not by_depth:  # local tables only: no key of an S3 inventory is theirs
+        return inventory.withColumn("table", F.lit(None).cast(StringType()))
     spark = inventory.sparkSession
-    prefixes = spark.createDataFrame(
-        [(t.location.bucket, t.location.key + "/", t.name) for t in registry.tables if t.location.is_s3],
-        "owner_bucket string, owner_prefix string, owner_name string",
-    )
-    joined = inventory.drop("table").join(
-        F.broadcast(prefixes),
-        (F.col("bucket") == F.col("owner_bucket")) & F.col("key").startswith(F.col("owner_prefix")),
-        "left",
-    )
-    return joined.select(
+    tagged = inventory.drop("table")
+    owners = []
+    for index, (depth, entries) in enumerate(sorted(by_depth.items())):
+        bucket, key, name = (f"owner_{part}_{index}" for part in ("bucket", "key", "name"))
+        lookup = spark.createDataFrame(entries, f"{bucket} string, {key} string, {name} string")
+        condition = (F.col("bucket") == F.col(bucket)) & (_leading_components(depth) == F.col(key))
+        tagged = tagged.join(F.broadcast(lookup), condition, "left")
+        owners.append(F.col(name))
+    return tagged.select(
         *[
-            (F.col("owner_name") if f.name == "table" else F.col(f.name)).alias(f.name)
+            (F.coalesce(*owners) if f.name == "table" else F.col(f.name)).alias(f.name)
             for f in INVENTORY_TABLE_SCHEMA
         ]
     )
+
+
+def _leading_components(depth: int) -> Column:
+    """The key's first ``depth`` components, when more follow (``w/events`` for ``w/events/x`` at
+    depth 2); null for a key of ``depth`` components or fewer."""
+    key = F.col("key")
+    leading = F.substring_index(key, "/", depth)  # the whole key when it has fewer '/'
+    return F.when(F.length(key) > F.length(leading), leading)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -12,10 +13,12 @@ from pathlib import Path
 import pyspark
 import pytest
 from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 
 from inventory.paths import StorageLocation
+from inventory.registry import parse_registry
 from inventory.report_writer import snapshot_bucket
-from inventory.schema import VACUUM_INVENTORY_SCHEMA
+from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA, tag_owning_table
 from tests.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
 from tests.helpers import cli, cli_json, keys_of, put, submitted_json
 
@@ -105,6 +108,78 @@ def test_snapshot_then_ingest_each_format(spark, s3, bucket_factory, tmp_path, f
     assert schema.fields[:4] == VACUUM_INVENTORY_SCHEMA.fields  # exactly what USING INVENTORY accepts
     assert all(not f.metadata for f in schema.fields[:4])
     assert DeltaTable.forPath(spark, table).detail().first()["partitionColumns"] == ["bucket"]
+
+
+def test_each_key_is_tagged_with_the_table_whose_folder_holds_it(spark):
+    """The owning table is looked up by the key's leading components, one hash join per depth:
+    checked against the registry's own rule (a key under ``path + '/'``), over tables at three
+    depths, siblings sharing a name prefix and keys on every edge."""
+    registry = parse_registry(
+        "tables:\n"
+        "  - {name: events, path: 's3a://lake/warehouse/events', owner: a}\n"
+        "  - {name: events_v2, path: 's3://lake/warehouse/events_v2', owner: a}\n"
+        "  - {name: deep, path: 's3://lake/warehouse/team/x/deep', owner: b}\n"
+        "  - {name: top, path: 's3n://lake/top', owner: b}\n"
+        "  - {name: doubled, path: 's3://lake/odd//folder', owner: b}\n"
+        "  - {name: local, path: 'file:///tmp/warehouse/events', owner: c}\n"
+    )
+    keys = [
+        ("lake", "warehouse/events/date=2024-01-01/part-0.parquet"),
+        ("lake", "warehouse/events/"),  # its folder marker: inside
+        ("lake", "warehouse/events//x.parquet"),
+        ("lake", "warehouse/events"),  # an object named like the folder: not inside
+        ("lake", "warehouse/events_v2/part-0.parquet"),
+        ("lake", "warehouse/events_v"),
+        ("lake", "warehouse/eventsX/part-0.parquet"),
+        ("lake", "warehouse/team/x/deep/_delta_log/00000000000000000000.json"),
+        ("lake", "warehouse/team/x/deeper/part-0.parquet"),
+        ("lake", "warehouse/team/x/part-0.parquet"),
+        ("lake", "top/a/b/c/d/e.parquet"),
+        ("lake", "top"),
+        ("lake", "odd//folder/part-0.parquet"),
+        ("lake", "odd/folder/part-0.parquet"),
+        ("lake", "/warehouse/events/leading-slash.parquet"),
+        ("lake", "日本/ключ/file.parquet"),
+        ("lake", "tmp/warehouse/events/part-0.parquet"),  # the local table's path, in S3: not it
+        ("other", "warehouse/events/part-0.parquet"),  # the same key in another bucket
+        ("lake", None),
+    ]
+    frame = spark.createDataFrame(
+        [(f"s3://{b}/{k}" if k is not None else None, b, k) for b, k in keys],
+        "path string, bucket string, key string",
+    )
+    frame = frame.select(
+        *[
+            (F.col(f.name) if f.name in frame.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in INVENTORY_TABLE_SCHEMA
+        ]
+    )
+
+    def owner(bucket: str, key: str | None) -> str | None:
+        owners = [
+            t.name
+            for t in registry.tables
+            if t.location.is_s3
+            and key is not None
+            and t.location.bucket == bucket
+            and key.startswith(t.location.key + "/")
+        ]
+        assert len(owners) <= 1
+        return owners[0] if owners else None
+
+    tagged = tag_owning_table(frame, registry)
+    assert tagged.schema == frame.schema
+    got = sorted(((r["bucket"], r["key"] or ""), r["table"]) for r in tagged.collect())
+    assert got == sorted(((b, k or ""), owner(b, k)) for b, k in keys)
+    assert {name for _, name in got} == {"events", "events_v2", "deep", "top", "doubled", None}
+    assert tagged.count() == len(keys)  # a left join: no key lost or doubled
+    # a hash join per depth (1, 2, 3 and 4) on the key's leading components; the old plan
+    # joined on the bucket alone and compared each row with every table of it (StartsWith)
+    plan = tagged._jdf.queryExecution().executedPlan().toString()
+    joined_on = re.findall(
+        r"BroadcastHashJoin \[bucket#\d+, CASE WHEN .*?substring_index\(key#\d+, /, (\d+)\)", plan
+    )
+    assert set(joined_on) == {"1", "2", "3", "4"} and "StartsWith" not in plan, plan
 
 
 def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):
