@@ -17,7 +17,7 @@ most one table, and "longest prefix" and "only prefix" are the same thing.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,12 +56,13 @@ class TableRegistry:
             if table.name in seen:
                 raise ConfigError(f"{self.source}: table name {table.name!r} appears twice")
             seen[table.name] = table
-        for first, second in _pairs(self.tables):
-            if first.location.contains(second.location) or second.location.contains(first.location):
-                raise ConfigError(
-                    f"{self.source}: table {first.name!r} ({first.path}) and table "
-                    f"{second.name!r} ({second.path}) overlap: one path contains the other"
-                )
+        overlap = _overlapping_pair(self.tables)
+        if overlap:
+            first, second = overlap
+            raise ConfigError(
+                f"{self.source}: table {first.name!r} ({first.path}) and table "
+                f"{second.name!r} ({second.path}) overlap: one path contains the other"
+            )
 
     def get(self, name: str) -> RegisteredTable:
         """The table called ``name``; a :class:`UsageError` when it is not registered."""
@@ -77,10 +78,23 @@ class TableRegistry:
         return [table for table in self.tables if table.enabled]
 
 
-def _pairs(tables: Sequence[RegisteredTable]) -> Iterable[tuple[RegisteredTable, RegisteredTable]]:
-    for index, first in enumerate(tables):
-        for second in tables[index + 1 :]:
-            yield first, second
+def _overlapping_pair(tables: Sequence[RegisteredTable]) -> tuple[RegisteredTable, RegisteredTable] | None:
+    """Two tables one of whose paths contains the other's, or None.
+
+    In the order of (store, bucket, key + '/'), the paths below a folder ``w/t/`` come right after
+    it, one run, so when any path contains another, two neighbours do: a sort, not every pair
+    (10,000 tables are 50 million pairs).
+    """
+
+    def order(table: RegisteredTable) -> tuple[bool, str, str]:
+        location = table.location
+        return (location.is_s3, location.bucket, f"{location.key}/" if location.key else "")
+
+    ordered = sorted(tables, key=order)
+    for first, second in zip(ordered, ordered[1:], strict=False):
+        if first.location.contains(second.location):
+            return first, second
+    return None
 
 
 def load_registry(source: str) -> TableRegistry:
@@ -106,7 +120,9 @@ def load_registry(source: str) -> TableRegistry:
 def parse_registry(text: str, source: str = "tables.yaml") -> TableRegistry:
     """Validate the YAML text of a registry; every problem is a one-line :class:`ConfigError`."""
     try:
-        document = yaml.safe_load(text)
+        # libyaml's parser (in PyYAML's wheels) where present: the pure-Python one took 7.6 s of
+        # the 7.9 s that a registry of 10,000 tables took to load
+        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
