@@ -530,7 +530,12 @@ def chargeback(
     instead of the newest ones in ``vacuum_runs``.
     """
     inventory = read_inventory_for_chargeback(spark, inventory_table)
-    rows = aggregate(priced_objects(inventory, prices, by, registry)).collect()
+    if by.kind == "owner":
+        # an owner is its table's: summed by table, then looked up once per table, not per object
+        summed = aggregate(priced_objects(inventory, prices, GroupBy("table"), registry))
+        rows = summed.withColumn("group", owner_column(registry)).collect()
+    else:
+        rows = aggregate(priced_objects(inventory, prices, by, registry)).collect()
     report = ChargebackReport(
         by=by.name,
         currency=prices.currency,
