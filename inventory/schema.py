@@ -207,6 +207,11 @@ def is_current_version() -> Column:
     return F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(F.col("is_delete_marker"), F.lit(False))
 
 
+# At most this many hash joins, one per depth (the depths of the most tables): a chain of one per
+# depth for a registry of 60 depths overflowed the stack. Tables at other depths share one join.
+HASHED_DEPTHS = 8
+
+
 def tag_owning_table(inventory: DataFrame, registry: TableRegistry | None) -> DataFrame:
     """Set ``table`` to the registered table whose path holds each key, on a component boundary.
 
@@ -216,7 +221,8 @@ def tag_owning_table(inventory: DataFrame, registry: TableRegistry | None) -> Da
     table whose key is the key's first n components, for some n. That is one broadcast hash join
     on (bucket, leading components) per distinct n among the registered tables: a key is looked
     up, not compared with every table of its bucket (a join on the bucket with a ``startswith``
-    condition, rows times tables).
+    condition, rows times tables). Past :data:`HASHED_DEPTHS` depths, the tables at the depths
+    with the fewest tables are matched that way, in one join.
     """
     if registry is None or not registry.tables:
         return inventory
@@ -227,14 +233,21 @@ def tag_owning_table(inventory: DataFrame, registry: TableRegistry | None) -> Da
             by_depth.setdefault(key.count("/") + 1, []).append((table.location.bucket, key, table.name))
     if not by_depth:  # local tables only: no key of an S3 inventory is theirs
         return inventory.withColumn("table", F.lit(None).cast(StringType()))
+    ranked = sorted(by_depth.items(), key=lambda item: (-len(item[1]), item[0]))
+    joins: list[tuple[int | None, list[tuple[str, str, str]]]] = list(ranked[:HASHED_DEPTHS])
+    if len(ranked) > HASHED_DEPTHS:
+        joins.append((None, [entry for _, entries in ranked[HASHED_DEPTHS:] for entry in entries]))
     spark = inventory.sparkSession
     tagged = inventory.drop("table")
     owners = []
-    for index, (depth, entries) in enumerate(sorted(by_depth.items())):
+    for index, (depth, entries) in enumerate(joins):
         bucket, key, name = (f"owner_{part}_{index}" for part in ("bucket", "key", "name"))
         lookup = spark.createDataFrame(entries, f"{bucket} string, {key} string, {name} string")
-        condition = (F.col("bucket") == F.col(bucket)) & (_leading_components(depth) == F.col(key))
-        tagged = tagged.join(F.broadcast(lookup), condition, "left")
+        if depth is None:
+            below = F.col("key").startswith(F.concat(F.col(key), F.lit("/")))
+        else:
+            below = _leading_components(depth) == F.col(key)
+        tagged = tagged.join(F.broadcast(lookup), (F.col("bucket") == F.col(bucket)) & below, "left")
         owners.append(F.col(name))
     return tagged.select(
         *[

@@ -112,9 +112,10 @@ def test_snapshot_then_ingest_each_format(spark, s3, bucket_factory, tmp_path, f
 
 def test_each_key_is_tagged_with_the_table_whose_folder_holds_it(spark):
     """The owning table is looked up by the key's leading components, one hash join per depth:
-    checked against the registry's own rule (a key under ``path + '/'``), over tables at three
-    depths, siblings sharing a name prefix and keys on every edge."""
-    registry = parse_registry(
+    checked against the registry's own rule (a key under ``path + '/'``), over tables at four
+    depths, siblings sharing a name prefix and keys on every edge; then with tables at twelve
+    depths, of which the four with the fewest tables share one join."""
+    tables = (
         "tables:\n"
         "  - {name: events, path: 's3a://lake/warehouse/events', owner: a}\n"
         "  - {name: events_v2, path: 's3://lake/warehouse/events_v2', owner: a}\n"
@@ -144,6 +145,10 @@ def test_each_key_is_tagged_with_the_table_whose_folder_holds_it(spark):
         ("other", "warehouse/events/part-0.parquet"),  # the same key in another bucket
         ("lake", None),
     ]
+    levels = [f"level{depth}/" + "/".join(f"p{n}" for n in range(depth - 1)) for depth in range(5, 13)]
+    for path in levels:
+        tables += f"  - {{name: '{path}', path: 's3://lake/{path}', owner: d}}\n"
+        keys += [("lake", f"{path}/part-0.parquet"), ("lake", path), ("lake", f"{path}X/part-0.parquet")]
     frame = spark.createDataFrame(
         [(f"s3://{b}/{k}" if k is not None else None, b, k) for b, k in keys],
         "path string, bucket string, key string",
@@ -155,7 +160,7 @@ def test_each_key_is_tagged_with_the_table_whose_folder_holds_it(spark):
         ]
     )
 
-    def owner(bucket: str, key: str | None) -> str | None:
+    def owner(registry, bucket: str, key: str | None) -> str | None:  # type: ignore[no-untyped-def]
         owners = [
             t.name
             for t in registry.tables
@@ -167,19 +172,26 @@ def test_each_key_is_tagged_with_the_table_whose_folder_holds_it(spark):
         assert len(owners) <= 1
         return owners[0] if owners else None
 
-    tagged = tag_owning_table(frame, registry)
-    assert tagged.schema == frame.schema
-    got = sorted(((r["bucket"], r["key"] or ""), r["table"]) for r in tagged.collect())
-    assert got == sorted(((b, k or ""), owner(b, k)) for b, k in keys)
-    assert {name for _, name in got} == {"events", "events_v2", "deep", "top", "doubled", None}
-    assert tagged.count() == len(keys)  # a left join: no key lost or doubled
-    # a hash join per depth (1, 2, 3 and 4) on the key's leading components; the old plan
-    # joined on the bucket alone and compared each row with every table of it (StartsWith)
-    plan = tagged._jdf.queryExecution().executedPlan().toString()
-    joined_on = re.findall(
-        r"BroadcastHashJoin \[bucket#\d+, CASE WHEN .*?substring_index\(key#\d+, /, (\d+)\)", plan
-    )
-    assert set(joined_on) == {"1", "2", "3", "4"} and "StartsWith" not in plan, plan
+    few = parse_registry(tables.split("  - {name: 'level5")[0])
+    many = parse_registry(tables)
+    for registry, hashed, shared in (
+        (few, {"1", "2", "3", "4"}, False),
+        (many, set(map(str, range(1, 9))), True),
+    ):
+        tagged = tag_owning_table(frame, registry)
+        assert tagged.schema == frame.schema
+        got = sorted(((r["bucket"], r["key"] or ""), r["table"]) for r in tagged.collect())
+        # one row per key, each with its owner: left joins lose and double no key
+        assert got == sorted(((b, k or ""), owner(registry, b, k)) for b, k in keys)
+        assert {name for _, name in got} >= {"events", "events_v2", "deep", "top", "doubled", None}
+        # a hash join per depth on the key's leading components (the old plan joined on the
+        # bucket alone and compared each row with every table of it: StartsWith), at most eight
+        plan = tagged._jdf.queryExecution().executedPlan().toString()
+        joined_on = re.findall(
+            r"BroadcastHashJoin \[bucket#\d+, CASE WHEN .*?substring_index\(key#\d+, /, (\d+)\)", plan
+        )
+        assert set(joined_on) == hashed and ("StartsWith" in plan) is shared, plan
+    assert {name for _, name in got} >= set(levels)
 
 
 def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):
