@@ -53,9 +53,25 @@ def is_hidden_component(
     return hidden
 
 
+# the inventory columns a table's plan reads: Delta's four, where the object is, which version it
+# is, and when the inventory was taken (the rest, storage class, ETag and so on, is chargeback's)
+PLAN_COLUMNS = (
+    *(f.name for f in VACUUM_INVENTORY_SCHEMA),
+    "bucket",
+    "key",
+    "is_latest",
+    "is_delete_marker",
+    "inventory_taken_at",
+)
+
+
 def rows_under(inventory: DataFrame, location: StorageLocation) -> DataFrame:
-    """Every inventory row of the table's bucket whose key lies under ``<table path>/``."""
-    return inventory.where((F.col("bucket") == location.bucket) & F.col("key").startswith(f"{location.key}/"))
+    """Every inventory row of the table's bucket whose key lies under ``<table path>/``, in the
+    columns a plan reads (:data:`PLAN_COLUMNS`): the rows are cached per table, and caching a
+    column costs in proportion to its bytes."""
+    return inventory.where(
+        (F.col("bucket") == location.bucket) & F.col("key").startswith(f"{location.key}/")
+    ).select(*PLAN_COLUMNS)
 
 
 def table_objects(inventory: DataFrame, location: StorageLocation) -> DataFrame:
@@ -174,6 +190,19 @@ def classify_objects(
         reason = reason.when(~sendable_key(F.col("key")), F.lit(KEPT_NOT_SENDABLE))
     reason = reason.when(F.col("shadows_directory").isNotNull(), F.lit(KEPT_SHADOWS_DIRECTORY))
     return frame.withColumn("kept_reason", reason)
+
+
+# what the slice and the count of kept objects read of the classified objects
+CLASSIFIED_COLUMNS = (
+    "kept_reason",
+    "nested_root",
+    "relative_path",
+    "length",
+    "isDir",
+    "modificationTime",
+    "key",
+    "bucket",
+)
 
 
 def inventory_slice(classified: DataFrame, state: TableState) -> DataFrame:

@@ -42,6 +42,7 @@ from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs
 from vacuum.ledger import ALREADY_GONE, deleted_since, ensure_ledger, record_deletions
 from vacuum.plan import (
+    CLASSIFIED_COLUMNS,
     bucket_figures,
     candidate_details,
     check_plan,
@@ -540,14 +541,19 @@ def _gated_slice(
     # a protected path with a log of its own (the inventory table, say) is reported as protected
     nested_roots = _not_protected(figures.nested_roots, protected_prefixes)
     name_jobs(spark, "classify objects")
-    classified = classify_objects(
-        table_objects(under, location),
-        state,
-        nested_roots=nested_roots,
-        protected_prefixes=protected_prefixes,
-        deleted_earlier=deleted,
-        check_sendable=run.delete_with == "batch",
-    ).persist()
+    # cached in only the columns read again: caching costs in proportion to the bytes
+    classified = (
+        classify_objects(
+            table_objects(under, location),
+            state,
+            nested_roots=nested_roots,
+            protected_prefixes=protected_prefixes,
+            deleted_earlier=deleted,
+            check_sendable=run.delete_with == "batch",
+        )
+        .select(*CLASSIFIED_COLUMNS)
+        .persist()
+    )
     try:
         kept = (
             classified.where(F.col("kept_reason").isNotNull())
