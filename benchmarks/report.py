@@ -95,7 +95,12 @@ def markdown(document: dict[str, Any]) -> str:
         + f"Request prices: AWS us-east-1, as of {document['prices']['as_of']}.",
         "",
         "*Plan* is the dry run; *real* is the real run (it plans again, then deletes); "
-        "*delete* = real − plan. Ratios: this mode ÷ the reference, on the real run "
+        + (
+            f"each from the round (of {document['repeat']}) whose real run took the median time; "
+            if document.get("repeat", 1) > 1
+            else ""
+        )
+        + "*delete* = real − plan. Ratios: this mode ÷ the reference, on the real run "
         "(above 1: slower or more requests).",
     ]
     for size in document["sizes"]:

@@ -170,6 +170,13 @@ class SizeResult:
         }
 
 
+def _median_round(rounds: list[tuple[Phase, Any, Phase, Any]]) -> tuple[Phase, Any, Phase, Any]:
+    """The round (dry run, its result, real run, its result) whose real run took the median time
+    (of an even count, the lower middle one), with its own requests."""
+    ordered = sorted(rounds, key=lambda r: r[2].seconds)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def _relative(path: str, table: SyntheticTable) -> str:
     """A candidate path (``s3://bucket/root/x``, ``s3a://...`` or ``x``) relative to the table root."""
     from urllib.parse import unquote
@@ -289,7 +296,6 @@ class VacuumAtScale:
     # -- running ----------------------------------------------------------------------------
     def run_mode(self, mode: Mode, table: SyntheticTable, *, dry_run: bool) -> tuple[Phase, set[str], Any]:
         """One timed run; returns the phase, the relative candidate paths and the engine's result."""
-        self._clear_delta_cache()
         self.run_counter += 1
         run_id = f"bench-{table.bucket}-{mode.name}-{'dry' if dry_run else 'real'}-{self.run_counter}"
         if mode.engine == "spark":
@@ -298,6 +304,7 @@ class VacuumAtScale:
             call = self._delta_statement(table, dry_run)
         else:
             call = self._delta_rs(table, dry_run)
+        self._clear_delta_cache()  # after the ledger's creation (_our_runner): no warm table
         self.server.reset_counts()
         started = time.perf_counter()
         result = call()
@@ -332,6 +339,13 @@ class VacuumAtScale:
             ledger_table=f"s3://{META_BUCKET}/ledgers/{run_id}",
             collect_candidates=True,
         )
+        if not dry_run:
+            # created before the clock starts: a user's ledger is created once, by the first real
+            # run, and every later one appends (its creation is a Delta commit, about 1-2 s here)
+            from vacuum.ledger import ensure_ledger
+
+            assert options.ledger_table is not None
+            ensure_ledger(self.spark, options.ledger_table)
         tables = self._registry(table.bucket).select(None)
         return lambda: vacuum_tables(self.spark, tables, options, run_id=run_id)
 
@@ -355,25 +369,34 @@ class VacuumAtScale:
 
         return run
 
-    def measure(self, mode: Mode, table: SyntheticTable) -> dict[str, Any]:
-        """A dry run and a real run of ``mode``, each on the table as built; checked."""
+    def measure(self, mode: Mode, table: SyntheticTable, repeat: int = 1) -> dict[str, Any]:
+        """``repeat`` dry runs and real runs of ``mode``, each on the table as built, every one
+        checked. Reported: the round whose real run took the median time (of an even count, the
+        lower middle one), its dry run and its real run, so that *delete* = real - plan is one
+        round's (one round is mostly noise and the JIT's warming at 100k files: back to back, the
+        same dry run took 12 to 18 s)."""
         expected = table.paths(*mode.finds)
         all_data = table.data_keys()
-        plan, candidates, plan_run = self.run_mode(mode, table, dry_run=True)
-        self._check_candidates(mode, table, "dry run", candidates, expected)
-        changed = table.restore()
-        if changed["deleted"] or changed["rewritten"]:
-            raise BenchmarkFailure(f"the dry run of {mode.name} changed the table: {changed}")
-        real, planned, real_run = self.run_mode(mode, table, dry_run=False)
-        if mode.engine != "delta-sql":
-            self._check_candidates(mode, table, "real run", planned, expected)
-        gone = {k[len(table.root) + 1 :] for k in all_data - table.data_keys()}
-        if gone != expected:
-            raise BenchmarkFailure(
-                f"the real run of {mode.name} on {table.uri} deleted {len(gone)} files, expected "
-                f"{len(expected)}; {len(gone - expected)} not garbage (e.g. {sorted(gone - expected)[:2]}), "
-                f"{len(expected - gone)} garbage left (e.g. {sorted(expected - gone)[:2]})"
-            )
+        rounds: list[tuple[Phase, Any, Phase, Any]] = []
+        for _ in range(repeat):
+            plan, candidates, plan_run = self.run_mode(mode, table, dry_run=True)
+            self._check_candidates(mode, table, "dry run", candidates, expected)
+            changed = table.restore()
+            if changed["deleted"] or changed["rewritten"]:
+                raise BenchmarkFailure(f"the dry run of {mode.name} changed the table: {changed}")
+            real, planned, real_run = self.run_mode(mode, table, dry_run=False)
+            if mode.engine != "delta-sql":
+                self._check_candidates(mode, table, "real run", planned, expected)
+            gone = {k[len(table.root) + 1 :] for k in all_data - table.data_keys()}
+            if gone != expected:
+                raise BenchmarkFailure(
+                    f"the real run of {mode.name} on {table.uri} deleted {len(gone)} files, expected "
+                    f"{len(expected)}; {len(gone - expected)} not garbage (e.g. {sorted(gone - expected)[:2]}), "
+                    f"{len(expected - gone)} garbage left (e.g. {sorted(expected - gone)[:2]})"
+                )
+            table.restore()
+            rounds.append((plan, plan_run, real, real_run))
+        plan, plan_run, real, real_run = _median_round(rounds)
         plan_dict, real_dict = plan.to_dict(), real.to_dict()
         result = {
             "mode": mode.name,
@@ -384,6 +407,9 @@ class VacuumAtScale:
             "plan": plan_dict,
             "run": real_dict,
             "delete": _difference(real_dict, plan_dict),
+            "repeat": repeat,
+            "plan_seconds_each": [round(r[0].seconds, 3) for r in rounds],
+            "run_seconds_each": [round(r[2].seconds, 3) for r in rounds],
         }
         if real_run is not None:
             result["reported"] = {
@@ -393,13 +419,13 @@ class VacuumAtScale:
                 "seconds": real_run.seconds,
                 "plan_seconds": plan_run.seconds,
             }
-        table.restore()
         log.info(
-            "N=%d %s: plan %.1fs, real %.1fs, %d table requests",
+            "N=%d %s: plan %.1fs, real %.1fs (median of %d), %d table requests",
             len(table.files),
             mode.name,
             plan.seconds,
             real.seconds,
+            repeat,
             real_dict["table_requests"],
         )
         return result
@@ -415,12 +441,12 @@ class VacuumAtScale:
                 f"(e.g. {sorted(expected - found)[:2]})"
             )
 
-    def run_size(self, files: int) -> SizeResult:
+    def run_size(self, files: int, repeat: int = 1) -> SizeResult:
         table, build_seconds, inventory = self.prepare(files, f"bench-lake-{files}")
         result = SizeResult(files, table.counts(), build_seconds, inventory)
         log.info("N=%d: built in %.1fs, inventory %s", files, build_seconds, inventory)
         for mode in self.modes:
-            result.runs.append(self.measure(mode, table))
+            result.runs.append(self.measure(mode, table, repeat))
         return result
 
     def warm_up(self) -> None:
@@ -501,6 +527,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(DEFAULT_MODES),
         help=f"comma-separated, from {', '.join(MODES)} (default %(default)s)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds (a dry run, then a real run) of each mode at each size; the round of median real "
+        "time is reported, the lower middle one of an even count (default 1)",
+    )
     parser.add_argument("--no-warm-up", action="store_true", help="skip the unrecorded warm-up round")
     parser.add_argument(
         "--moto-listing",
@@ -509,6 +542,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--output", type=Path, default=RESULTS, help="results folder (default %(default)s)")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     if any(n < 720 for n in args.files or ()):
         parser.error("--files must be at least 720 (one file per partition)")
     unknown = [m for m in args.modes.split(",") if m not in MODES]
@@ -568,7 +603,10 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
         if not args.no_warm_up:
             log.info("warm-up round (not recorded)")
             benchmark.warm_up()
-        results = [benchmark.run_size(files).to_dict() for files in sorted(set(args.files or DEFAULT_SIZES))]
+        results = [
+            benchmark.run_size(files, args.repeat).to_dict()
+            for files in sorted(set(args.files or DEFAULT_SIZES))
+        ]
     finally:
         spark.stop()
     return {
@@ -580,6 +618,7 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
         "machine_after": machine(),
         "retention": "RETAIN 0 HOURS (retention check off) for every engine; see benchmarks/README.md",
         "latency_injected_ms": args.latency_ms if args.inject_latency else 0.0,
+        "repeat": args.repeat,
         "listing": "moto's own" if args.moto_listing else "indexed (same answers as moto's)",
         "layout": {"partitions": PARTITION_DAYS * 24, "add_actions_per_commit": ADD_BATCH},
         "shares": Shares().__dict__,
