@@ -539,7 +539,7 @@ def test_shuffle_partitions_are_sized_to_the_tables_objects():
 
     assert shuffle_partitions(1_000, 8) == 1  # a small table: one partition, not eight empty ones
     assert shuffle_partitions(0, 8) == 1
-    assert shuffle_partitions(600_000, 8) == 3  # a partition per 250k objects
+    assert shuffle_partitions(120_000, 8) == 3  # a partition per 50k objects
     assert shuffle_partitions(10**9, 200) == 200  # never more than the session's setting
 
 
@@ -557,4 +557,6 @@ def test_snapshot_partitions_are_sized_to_the_table(tmp_path):
     DeltaTable(str(root)).create_checkpoint()
     assert snapshot_partitions(location, 8) == 1  # a checkpoint of a few actions: one partition
     (root / "_delta_log" / "_last_checkpoint").write_text('{"version": 0, "size": 2500000}')
-    assert snapshot_partitions(location, 8) == 25  # a partition per 100k actions
+    assert snapshot_partitions(location, 8) == 50  # a partition per 50k actions
+    (root / "_delta_log" / "_last_checkpoint").write_text('{"version": 0, "size": 120000}')
+    assert snapshot_partitions(location, 8) == 3

@@ -174,9 +174,18 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     big.conf.set("spark.sql.shuffle.partitions", "200")
     _adaptive_off_until_sized(big)
     assert big.conf.get("spark.sql.adaptive.enabled") == "false"
-    _size_shuffles(big, 1_000_000)
-    assert big.conf.get("spark.sql.shuffle.partitions") == "4"
+    cores = spark.sparkContext.defaultParallelism
+    _size_shuffles(big, 50_000 * (cores + 1))  # a partition per 50k objects: more than one wave
+    assert big.conf.get("spark.sql.shuffle.partitions") == str(cores + 1)
     assert big.conf.get("spark.sql.adaptive.enabled") == "true"
+    # one wave of tasks (no more partitions than cores) has nothing for adaptive execution to coalesce
+    wave = spark.newSession()
+    wave.conf.set("spark.sql.shuffle.partitions", "200")
+    _size_shuffles(wave, 50_000 * cores)
+    assert wave.conf.get("spark.sql.shuffle.partitions") == str(cores)
+    assert wave.conf.get("spark.sql.adaptive.enabled") == "false"
+    _unsize_shuffles(wave)
+    assert wave.conf.get("spark.sql.adaptive.enabled") == "true"
     # a small table whose snapshot ran without adaptive execution: sizing turns it off a second
     # time, and the delete still gets the session's own setting, not the "false" of the first
     small = spark.newSession()

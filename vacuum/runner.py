@@ -588,7 +588,8 @@ _ADAPTIVE = "spark.sql.adaptive.enabled"
 def _adaptive_off_until_sized(spark: SparkSession) -> None:
     """This session is this table's: its first queries (Delta's snapshot, the inventory figures)
     run without adaptive execution, which would make each of their query stages a Spark job of
-    its own; :func:`_size_shuffles` turns it back on for a table of more than one partition. The
+    its own; :func:`_size_shuffles` turns it back on for a plan of more partitions than the
+    cluster's parallelism. The
     session's own setting is kept for :func:`_unsize_shuffles` (once: a second call keeps it)."""
     if spark.conf.get(_CONFIGURED_ADAPTIVE, None) is None:
         # without a default: Spark's own when unset
@@ -601,10 +602,13 @@ def _size_shuffles(spark: SparkSession, objects: int) -> None:
     objects, until :func:`_unsize_shuffles`. A setting that is not a number (a platform's
     ``auto``) is left as it is.
 
-    A plan of one shuffle partition also runs without adaptive execution: AQE runs every query
-    stage as a Spark job of its own, so a small table's plan took 42 jobs with it and 20 without
-    (the same plan, and the same answers), and a partition of one has nothing for AQE to coalesce or
-    split. A bigger plan gets the session's own setting back (see :func:`_adaptive_off_until_sized`)."""
+    A plan whose shuffles fit in one wave of tasks (no more partitions than the cluster's
+    parallelism) also runs without adaptive execution: AQE runs every query stage as a Spark job
+    of its own, so a small table's plan took 42 jobs with it and 20 without (the same plan, and the
+    same answers), and one wave has nothing for AQE to coalesce. Its skew splits and runtime
+    join choices are lost with it; the plan's joins are on unique paths (no skewed key), and the
+    rule was measured on 2 cores only. A bigger plan gets the session's own setting back (see
+    :func:`_adaptive_off_until_sized`)."""
     try:
         configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
     except ValueError:
@@ -613,7 +617,7 @@ def _size_shuffles(spark: SparkSession, objects: int) -> None:
         spark.conf.set(_CONFIGURED_SHUFFLES, str(configured))
         partitions = shuffle_partitions(objects, configured)
         spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
-    if partitions == 1:
+    if partitions is not None and partitions <= spark.sparkContext.defaultParallelism:
         _adaptive_off_until_sized(spark)
     else:
         configured_adaptive = spark.conf.get(_CONFIGURED_ADAPTIVE, None)

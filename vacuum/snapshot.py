@@ -31,10 +31,14 @@ _SEPARATOR = "\u0001"
 
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 _DELTA_DEFAULT_SNAPSHOT_PARTITIONS = 50
-_ACTIONS_PER_SNAPSHOT_PARTITION = 100_000
+# 100k actions a partition rebuilt a 100k-file table's snapshot in one task, on one of 2 cores;
+# with 50k its dry run took 10.8 s against 12.5 s (benchmarks/results/plan_sizing.md)
+_ACTIONS_PER_SNAPSHOT_PARTITION = 50_000
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-# about 64 MB of inventory rows (AQE's advisory partition size) per shuffle partition
-_OBJECTS_PER_SHUFFLE_PARTITION = 250_000
+# about 13 MB of inventory rows per shuffle partition: a partition per 250k objects (AQE's 64 MB
+# advisory size) ran a 100k-object table's joins in one task, on one of 2 cores (with the
+# snapshot's sizing, 12.7 s against 10.8 s: benchmarks/results/plan_sizing.md)
+_OBJECTS_PER_SHUFFLE_PARTITION = 50_000
 
 
 @dataclass(frozen=True)
@@ -351,7 +355,7 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
 
     Delta's default (50) suits a table of millions of files on a cluster; a small table pays
     for 50 tasks on every snapshot. The table's ``_delta_log/_last_checkpoint`` says how many
-    actions its checkpoint holds (one small GET): a partition per 100k actions, at most Delta's
+    actions its checkpoint holds (one small GET): a partition per 50k actions, at most Delta's
     default. Without a checkpoint (a young table, a few commits) the cluster's parallelism, at most
     Delta's default.
     """
@@ -373,7 +377,7 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
 
 
 def shuffle_partitions(objects: int, configured: int) -> int:
-    """Shuffle partitions for one table's plan: a partition per 250k of its inventory objects,
+    """Shuffle partitions for one table's plan: a partition per 50k of its inventory objects,
     never more than the session's setting (``configured``). Delta's VACUUM and the checks
     around it join the table's objects; a small table on a setting made for a big one pays a
     task per empty partition in every one of their shuffles."""
