@@ -1,6 +1,8 @@
 """How a table's plan is sized, A/B: the inventory dry run of one synthetic table (the vacuum at
 scale benchmark's, 100k files by default) under each sizing, alternated round by round in one JVM,
-so that the JIT's warming and the machine's day weigh on every variant alike.
+in the same order each round, so the machine's day weighs on every variant alike; the first round
+also carries the JIT's warming, most for the variants that run first, so read the medians of
+three rounds or more, not one round.
 
     .venv/bin/python -m benchmarks.plan_sizing                       # 100k files, 3 rounds
     .venv/bin/python -m benchmarks.plan_sizing --files 30000 --rounds 5 \\

@@ -341,7 +341,7 @@ class VacuumAtScale:
         )
         if not dry_run:
             # created before the clock starts: a user's ledger is created once, by the first real
-            # run, and every later one appends (its creation is a Delta commit, about 1-2 s here)
+            # run, and every later one appends (its creation is a Delta commit)
             from vacuum.ledger import ensure_ledger
 
             assert options.ledger_table is not None
@@ -374,7 +374,7 @@ class VacuumAtScale:
         checked. Reported: the round whose real run took the median time (of an even count, the
         lower middle one), its dry run and its real run, so that *delete* = real - plan is one
         round's (one round is mostly noise and the JIT's warming at 100k files: back to back, the
-        same dry run took 12 to 18 s)."""
+        same dry run took 10 to 21 s)."""
         expected = table.paths(*mode.finds)
         all_data = table.data_keys()
         rounds: list[tuple[Phase, Any, Phase, Any]] = []

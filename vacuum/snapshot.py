@@ -36,8 +36,8 @@ _DELTA_DEFAULT_SNAPSHOT_PARTITIONS = 50
 _ACTIONS_PER_SNAPSHOT_PARTITION = 50_000
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # about 13 MB of inventory rows per shuffle partition: a partition per 250k objects (AQE's 64 MB
-# advisory size) ran a 100k-object table's joins in one task, on one of 2 cores (with the
-# snapshot's sizing, 12.7 s against 10.8 s: benchmarks/results/plan_sizing.md)
+# advisory size) ran a 100k-object table's joins in one task, on one of 2 cores (alone, 12.45 s
+# against 12.69 s; with the snapshot's sizing below, 10.80 s: benchmarks/results/plan_sizing.md)
 _OBJECTS_PER_SHUFFLE_PARTITION = 50_000
 
 
