@@ -43,8 +43,10 @@ DEFAULT_VARIANTS = "250000/100000,50000/100000,50000/50000"
 
 
 def _sizing(variant: str) -> tuple[int, int]:
-    objects, actions = variant.split("/")
-    return int(objects), int(actions)
+    objects, actions = (int(part) for part in variant.split("/"))
+    if objects < 1 or actions < 1:
+        raise ValueError(variant)
+    return objects, actions
 
 
 def run(server: BenchmarkS3Server, files: int, rounds: int, variants: list[str]) -> dict[str, Any]:
@@ -119,12 +121,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="OBJECTS/ACTIONS, comma-separated")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results folder (default %(default)s)")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.files < 720:
+        parser.error("--files must be at least 720 (one file per partition)")
     variants = args.variants.split(",")
     try:
         for variant in variants:
             _sizing(variant)
     except ValueError:
-        parser.error(f"--variants: {args.variants!r} is not OBJECTS/ACTIONS[,OBJECTS/ACTIONS...]")
+        parser.error(
+            f"--variants: {args.variants!r} is not OBJECTS/ACTIONS[,OBJECTS/ACTIONS...] of positive numbers"
+        )
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", stream=sys.stderr)
     log.setLevel(logging.INFO)
     started_at = datetime.now(timezone.utc)

@@ -589,8 +589,8 @@ def _adaptive_off_until_sized(spark: SparkSession) -> None:
     """This session is this table's: its first queries (Delta's snapshot, the inventory figures)
     run without adaptive execution, which would make each of their query stages a Spark job of
     its own; :func:`_size_shuffles` turns it back on for a plan of more partitions than the
-    cluster's parallelism. The
-    session's own setting is kept for :func:`_unsize_shuffles` (once: a second call keeps it)."""
+    cluster's parallelism. The session's own setting is kept for :func:`_unsize_shuffles` (once:
+    a second call keeps it)."""
     if spark.conf.get(_CONFIGURED_ADAPTIVE, None) is None:
         # without a default: Spark's own when unset
         spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
