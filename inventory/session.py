@@ -1,7 +1,7 @@
 """The one SparkSession factory used by every job and every test.
 
 It configures Delta (SQL extension and catalog), pulls the Delta and ``hadoop-aws`` jars the
-standard way (``spark.jars.packages`` via :func:`delta.configure_spark_with_delta_pip`), maps
+standard way (``spark.jars.packages``: Delta's artifact built for the installed Spark minor), maps
 ``s3://`` and ``s3n://`` onto Hadoop's S3A filesystem, and points S3A at the endpoint, region and
 credentials named by the standard AWS environment variables, so one command works against AWS and
 against a local S3 server alike.
@@ -29,11 +29,22 @@ from pathlib import Path
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-# hadoop-aws must match the Hadoop that Spark bundles (jars/hadoop-client-api-<version>.jar): 3.4.1
-# for pyspark 4.0, 3.3.4 for 3.5. It brings the AWS SDK it was built against (v2 for 3.4, v1 for
-# 3.3) as a transitive dependency.
+from inventory.errors import ConfigError
+
+# hadoop-aws must match the Hadoop that Spark bundles (jars/hadoop-client-api-<version>.jar): 3.5.0
+# for pyspark 4.2, 3.4.1 for 4.0, 3.3.4 for 3.5. It brings the AWS SDK it was built against (v2 for
+# 3.4 on, v1 for 3.3) as a transitive dependency.
 _HADOOP_CLIENT_JAR = re.compile(r"hadoop-client-api-(\d+\.\d+\.\d+)\.jar")
 _SCALA_LIBRARY_JAR = re.compile(r"scala-library-(\d+\.\d+)\.\d+\.jar")
+
+# The Spark lines the tool is tested on: each Spark minor with the Delta minor tested beside it
+# (pyproject.toml allows exactly these; infra/constraints/spark-<line>.txt pins each). Delta 4.4 is
+# also built for Spark 4.0 and 4.1, and Spark 4.1 ships no change the vacuum depends on, but neither
+# pair runs in CI, so neither is accepted.
+SUPPORTED_LINES = {"4.2": "4.4", "4.0": "4.0", "3.5": "3.3"}
+# From Delta 4.1 on, Delta publishes its Spark-dependent jars once per Spark minor it supports
+# (io.delta:delta-spark_4.2_2.13); the unsuffixed name is the release's default Spark only.
+_FIRST_DELTA_WITH_SPARK_SUFFIX = (4, 1)
 
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
@@ -50,13 +61,63 @@ _IN_PROCESS_MASTER = re.compile(r"local(\[[^\]]*\])?")
 def jvm_packages() -> list[str]:
     """The Maven coordinates a cluster needs: ``spark-submit --packages ",".join(jvm_packages())``.
 
-    Delta's artifact for the Scala of the installed pyspark (2.13 for Spark 4, 2.12 for 3.5) at
-    the installed delta-spark's version, and the hadoop-aws of its Hadoop.
+    Delta's artifact built for the installed pyspark's Spark minor and Scala (``delta-spark_4.2_2.13``
+    from Delta 4.1 on, ``delta-spark_2.12`` before) at the installed delta-spark's version, and the
+    hadoop-aws of pyspark's Hadoop.
     """
-    from importlib.metadata import version
+    import pyspark
 
     scala, _ = _bundled_versions()
-    return [f"io.delta:delta-spark_{scala}:{version('delta-spark')}", hadoop_aws_package()]
+    delta = installed_delta_version()
+    spark_minor = minor(pyspark.__version__)
+    suffix = f"_{spark_minor}" if version_tuple(delta)[:2] >= _FIRST_DELTA_WITH_SPARK_SUFFIX else ""
+    return [f"io.delta:delta-spark{suffix}_{scala}:{delta}", hadoop_aws_package()]
+
+
+def installed_delta_version() -> str:
+    """The version of the installed delta-spark Python package."""
+    from importlib.metadata import version
+
+    return version("delta-spark")
+
+
+def minor(version: str) -> str:
+    """``4.2`` of ``4.2.0``."""
+    return ".".join(version.split(".")[:2])
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``(4, 4, 0)`` of ``4.4.0`` (a suffix such as ``rc1`` or ``-amzn-0`` is dropped)."""
+    return tuple(int(re.match(r"\d*", part).group() or 0) for part in version.split(".")[:3])  # type: ignore[union-attr]
+
+
+def check_supported_line(spark_version: str, delta_version: str) -> None:
+    """Refuse a Spark and Delta pair that is not one of :data:`SUPPORTED_LINES`, in one line."""
+    if SUPPORTED_LINES.get(minor(spark_version)) == minor(delta_version):
+        return
+    tested = ", ".join(f"Spark {s} with Delta {d}" for s, d in SUPPORTED_LINES.items())
+    raise ConfigError(
+        f"Spark {spark_version} with Delta {delta_version} is not a line inventory-vacuum is tested on "
+        f"({tested}): install a tested pair (pip install 'pyspark==4.2.0' 'delta-spark==4.4.0'), "
+        "or give spark-submit the Delta jars of the tested pair"
+    )
+
+
+def jvm_delta_version(spark: SparkSession) -> str:
+    """The version of the Delta jars the session's JVM runs (``io.delta.VERSION``); the Python
+    package's when the jar does not say (a vendor build)."""
+    try:
+        module = getattr(getattr(spark._jvm.io.delta, "package$"), "MODULE$")  # type: ignore[union-attr]
+        return str(module.VERSION())
+    except Exception:
+        pass
+    try:
+        return installed_delta_version()
+    except Exception:
+        raise ConfigError(
+            "cannot tell which Delta the session runs: its jars have no io.delta.VERSION and the "
+            "delta-spark Python package is not installed"
+        ) from None
 
 
 def hadoop_aws_package() -> str:
@@ -129,8 +190,6 @@ def build_spark_session(
 
         spark = build_spark_session("ingest", {"spark.sql.shuffle.partitions": "8"})
     """
-    from delta import configure_spark_with_delta_pip
-
     builder = SparkSession.builder.appName(app_name)
     defaults = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -178,10 +237,21 @@ def build_spark_session(
         # user's own options (spark-defaults.conf), and a path with a space would split it; a
         # -Dlog4j2.configurationFile the user gives still wins over it
         os.environ.setdefault("LOG4J_CONFIGURATION_FILE", log4j)
-    if "spark.jars.packages" not in submitted and "spark.jars" not in submitted:
-        builder = configure_spark_with_delta_pip(builder, extra_packages=[hadoop_aws_package()])
-    with _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")):
-        spark = builder.getOrCreate()
+    resolving = "spark.jars.packages" not in submitted and "spark.jars" not in submitted
+    if resolving:
+        builder = builder.config("spark.jars.packages", ",".join(jvm_packages()))
+    try:
+        with _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")):
+            spark = builder.getOrCreate()
+    except Exception as error:
+        if resolving and "unresolved dependency" in str(error) + _jvm_log_tail():
+            raise ConfigError(
+                f"the JVM jars {', '.join(jvm_packages())} cannot be had from the Maven repositories "
+                f"this machine reaches: install a delta-spark whose jars are published "
+                f"(the tested pairs: {', '.join(f'pyspark {s} + delta-spark {d}' for s, d in SUPPORTED_LINES.items())})"
+            ) from None
+        raise
+    check_supported_line(spark.version, jvm_delta_version(spark))
     spark.sparkContext.setLogLevel(os.environ.get("INVENTORY_VACUUM_SPARK_LOG_LEVEL", "ERROR"))
     context = spark.sparkContext
     # PySpark reads only PYSPARK_PYTHON (default: python3 from PATH) when it starts the JVM itself.
@@ -209,6 +279,16 @@ def job_group(spark: SparkSession, group: str) -> Iterator[None]:
     finally:
         for key, value in before.items():
             context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes it
+
+
+def _jvm_log_tail() -> str:
+    """The end of the JVM's log file (``INVENTORY_VACUUM_JVM_LOG``), where Ivy's report goes."""
+    path = os.environ.get("INVENTORY_VACUUM_JVM_LOG")
+    try:
+        with open(path or "", encoding="utf-8", errors="replace") as log_file:
+            return "".join(log_file.readlines()[-60:])
+    except OSError:
+        return ""
 
 
 def _jvm_running() -> bool:
