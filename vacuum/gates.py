@@ -11,9 +11,16 @@ from datetime import datetime
 
 from inventory.errors import VacuumRefused
 
+RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
+
 
 def effective_retention_hours(
-    requested_hours: float | None, table_retention_hours: float, *, allow_unsafe: bool
+    requested_hours: float | None,
+    table_retention_hours: float,
+    *,
+    allow_unsafe: bool,
+    retain_honoured: bool = True,
+    delta_version: str = "",
 ) -> float:
     """The retention the vacuum applies, in hours.
 
@@ -22,6 +29,10 @@ def effective_retention_hours(
     from the snapshot once the table's retention has passed, so it cannot protect the versions
     between the two; raising the table property is the way to keep more.
     Delta rounds RETAIN to whole hours; the value returned is the whole number actually passed.
+
+    From Delta 4.1 on, ``RETAIN n HOURS`` is ignored unless n is 0 (``retain_honoured`` False):
+    Delta would apply the table's retention while the run reported the shorter one, so a shorter
+    retention other than 0 is refused there, with the two ways to get it.
     """
     if requested_hours is None:
         return table_retention_hours
@@ -36,7 +47,23 @@ def effective_retention_hours(
             f"retention {hours:g}h is longer than the table's delta.deletedFileRetentionDuration "
             f"({table_retention_hours:g}h), which Delta cannot honour; raise that table property instead"
         )
+    if hours < table_retention_hours and hours != 0 and not retain_honoured:
+        raise VacuumRefused(
+            f"Delta {delta_version} ignores RETAIN {hours:g} HOURS (only 0 is honoured) and would keep the "
+            f"table's {table_retention_hours:g}h: set the table's delta.deletedFileRetentionDuration to "
+            f"'interval {hours:g} hours' (time travel and every other vacuum of the table then keep only "
+            f"that), or run with --conf {RETENTION_WINDOW_IGNORE}=false (an internal Delta setting a "
+            "later Delta may drop)"
+        )
     return hours
+
+
+def retain_is_honoured(delta_version: tuple[int, ...], window_ignore_setting: str | None) -> bool:
+    """Whether Delta applies ``RETAIN n HOURS`` for any n: always before Delta 4.1; from 4.1 on
+    only with the session's :data:`RETENTION_WINDOW_IGNORE` set to false (its default is true)."""
+    if delta_version[:2] < (4, 1):
+        return True
+    return (window_ignore_setting or "true").strip().lower() == "false"
 
 
 def check_inventory_present(objects_under_table: int, bucket: str, table_location: str) -> None:

@@ -36,7 +36,7 @@ from inventory.paths import StorageLocation
 from inventory.registry import RegisteredTable
 from inventory.s3 import describe, s3_client
 from inventory.schema import INVENTORY_TABLE_SCHEMA
-from inventory.session import job_group, name_jobs
+from inventory.session import job_group, jvm_delta_version, name_jobs, version_tuple
 from vacuum import gates
 from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs
@@ -203,7 +203,8 @@ def _to_arrow(frame: DataFrame) -> pa.Table:
         return frame.toArrow()
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return pa.Table.from_batches(frame._collect_as_arrow(), schema=to_arrow_schema(frame.schema))
+    batches = frame._collect_as_arrow()  # type: ignore[operator]  # pyspark 4.2 types it as a Column
+    return pa.Table.from_batches(batches, schema=to_arrow_schema(frame.schema))
 
 
 def vacuum_tables(
@@ -358,10 +359,22 @@ def _vacuum(
     state, live_files = load_table_state(spark, location.uri)
     run.table_version = state.version
     requested = options.retain_hours if options.retain_hours is not None else table.retain_hours
+    delta_version = jvm_delta_version(spark)
     run.retention_hours_effective = gates.effective_retention_hours(
-        requested, state.retention_hours, allow_unsafe=options.allow_unsafe_retention
+        requested,
+        state.retention_hours,
+        allow_unsafe=options.allow_unsafe_retention,
+        retain_honoured=gates.retain_is_honoured(
+            version_tuple(delta_version), spark.conf.get(gates.RETENTION_WINDOW_IGNORE, None)
+        ),
+        delta_version=delta_version,
     )
-    retain_argument = run.retention_hours_effective if requested is not None else None
+    # RETAIN only when it differs from the table's own retention: Delta applies that one anyway
+    retain_argument = (
+        run.retention_hours_effective
+        if requested is not None and run.retention_hours_effective != state.retention_hours
+        else None
+    )
     if retain_argument is not None and retain_argument < state.retention_hours:
         # the gate allowed it; Delta's own check is per session, and this session is this table's
         spark.conf.set(_RETENTION_CHECK, "false")
@@ -403,8 +416,8 @@ def _vacuum(
             example = check.suspicious_examples[0] if check.suspicious_examples else "(a path of null)"
             raise VacuumRefused(
                 f"Delta's plan names {check.suspicious} file(s) that are live, needed by a version "
-                f"inside the retention window (data files or their deletion vectors' files), or "
-                f"outside the table, "
+                f"inside the retention window (data files or their deletion vectors' files), younger "
+                f"than the {run.retention_hours_effective:g}h retention, or outside the table, "
                 f"e.g. {example}; nothing deleted"
             )
         if slice_frame is not None:

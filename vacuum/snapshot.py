@@ -24,10 +24,9 @@ from decimal import Decimal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory.errors import VacuumRefused
+from inventory.errors import VacuumRefused, spark_error_summary
 from inventory.paths import StorageLocation
-
-_SEPARATOR = "\u0001"
+from vacuum.protocol import COORDINATED_COMMITS_PROPERTY, check_vacuumable
 
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 _DELTA_DEFAULT_SNAPSHOT_PARTITIONS = 50
@@ -101,6 +100,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     retention check).
     """
     snapshot = _newest_snapshot(spark, uri)
+    _check_vacuumable(spark, snapshot)
     live = DataFrame(snapshot.allFiles().toDF(), spark).select(
         "path",
         "size",
@@ -129,6 +129,38 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         newest_commit=_fingerprint(snapshot),
     )
     return state, files
+
+
+def _check_vacuumable(spark: SparkSession, snapshot) -> None:  # type: ignore[no-untyped-def]
+    """Refuse a table this Delta must not vacuum (:mod:`vacuum.protocol`), then ask Delta's own
+    write-protocol check, which a vacuum makes first (``vacuumProtocolCheck``)."""
+    from inventory.session import jvm_delta_version
+
+    delta_version = jvm_delta_version(spark)
+    protocol = snapshot.protocol()
+    try:
+        supported = frozenset(
+            str(
+                spark._jvm.org.apache.spark.sql.delta.TableFeature.allSupportedFeaturesMap()  # type: ignore[union-attr]
+                .keySet()
+                .mkString("\n")
+            ).split("\n")
+        )
+    except Exception:  # a Delta build without the map: Delta's own check below still runs
+        supported = None
+    metadata = snapshot.metadata()
+    check_vacuumable(
+        str(protocol.json()),
+        {COORDINATED_COMMITS_PROPERTY: _property(metadata, COORDINATED_COMMITS_PROPERTY, "")},
+        delta_version,
+        supported,
+    )
+    try:
+        snapshot.deltaLog().protocolWrite(protocol)
+    except Exception as error:
+        raise VacuumRefused(
+            f"Delta {delta_version} may not write this table: {spark_error_summary(error)}"
+        ) from None
 
 
 def _scala_strings(sequence) -> list[str]:  # type: ignore[no-untyped-def]  # a py4j Scala Seq[String]
@@ -171,12 +203,13 @@ def retention_millis(spark: SparkSession, value: str) -> int:
         text = "interval " + text
     fields = ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")
     try:
-        row = spark.sql(
-            "SELECT "
-            + ", ".join(f"extract({f} FROM i) AS {f}" for f in fields)
-            + " FROM (SELECT CAST(:text AS INTERVAL) AS i)",
-            args={"text": text},
-        ).first()
+        # a literal column, not a SQL parameter: Spark 4.2 leaves a parameter inside a subquery unbound
+        row = (
+            spark.range(1)
+            .select(F.lit(text).cast("interval").alias("i"))
+            .select(*(F.expr(f"extract({f} FROM i)").alias(f) for f in fields))
+            .first()
+        )
     except Exception:  # ANSI mode: an unparsable interval fails the cast instead of giving null
         row = None
     micros = None
@@ -227,6 +260,26 @@ def _fingerprint(snapshot) -> str | None:  # type: ignore[no-untyped-def]  # a p
     )
 
 
+# Tables whose snapshot Delta will not load by path for a reason of the table's own: a refusal,
+# named, not a failure (the marker is found in the JVM error's text, its stack trace included)
+_REFUSED_WHEN_UNREADABLE = (
+    (
+        "DELTA_UNSUPPORTED_FEATURES",
+        "this Delta cannot read the table, so it cannot tell which files are live",
+    ),
+    (
+        "DELTA_INVALID_PROTOCOL_VERSION",
+        "this Delta cannot read the table, so it cannot tell which files are live",
+    ),
+    ("CATALOG_MANAGED", "the table is catalog-managed: only its catalog may vacuum it"),
+    (
+        "CommitCoordinator",
+        "the table has coordinated commits and its commit coordinator cannot be reached here, so its "
+        "newest commits cannot be read",
+    ),
+)
+
+
 def _newest_snapshot(spark: SparkSession, uri: str):  # type: ignore[no-untyped-def]  # a py4j object
     jvm = spark._jvm
     assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
@@ -235,6 +288,10 @@ def _newest_snapshot(spark: SparkSession, uri: str):  # type: ignore[no-untyped-
             spark._jsparkSession, uri
         )
     except Exception as error:
+        text = str(error)
+        for marker, reason in _REFUSED_WHEN_UNREADABLE:
+            if marker in text:
+                raise VacuumRefused(f"{reason}: {spark_error_summary(error)}") from None
         if "DeltaLog" in str(error) and "does not exist" in str(error):
             raise VacuumRefused(
                 "this Delta build has no org.apache.spark.sql.delta.DeltaLog (a vendor build?): "

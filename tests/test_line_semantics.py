@@ -1,0 +1,173 @@
+"""What differs between Delta releases and must mean the same to the tool on every Spark line:
+which retention RETAIN gets, and which tables the installed Delta may vacuum at all."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from inventory.errors import ConfigError, VacuumRefused
+from inventory.paths import StorageLocation
+from vacuum.gates import RETENTION_WINDOW_IGNORE, effective_retention_hours, retain_is_honoured
+
+pytestmark = pytest.mark.line_sensitive
+
+
+@pytest.mark.spark_independent
+def test_retain_is_honoured_before_delta_4_1_and_where_delta_is_told_to():
+    assert retain_is_honoured((3, 3, 3), None) and retain_is_honoured((4, 0, 1), "true")
+    assert not retain_is_honoured((4, 1, 0), None) and not retain_is_honoured((4, 4, 0), "true")
+    assert retain_is_honoured((4, 4, 0), "false") and retain_is_honoured((4, 4, 0), " FALSE ")
+
+
+@pytest.mark.spark_independent
+def test_a_shorter_retention_delta_would_ignore_is_refused_with_the_ways_out():
+    ignored = {"allow_unsafe": True, "retain_honoured": False, "delta_version": "4.4.0"}
+    with pytest.raises(VacuumRefused) as refusal:
+        effective_retention_hours(24, 168, **ignored)
+    reason = str(refusal.value)
+    assert "Delta 4.4.0 ignores RETAIN 24 HOURS" in reason and "table's 168h" in reason
+    assert "'interval 24 hours'" in reason and f"--conf {RETENTION_WINDOW_IGNORE}=false" in reason
+    assert effective_retention_hours(0, 168, **ignored) == 0  # 0 is honoured on every line
+    assert effective_retention_hours(168, 168, **ignored) == 168  # the table's own: nothing to ignore
+    assert effective_retention_hours(None, 36, **ignored) == 36
+    assert effective_retention_hours(23.2, 168, allow_unsafe=True, retain_honoured=True) == 24  # rounded up
+    with pytest.raises(VacuumRefused, match="longer than the table's"):
+        effective_retention_hours(169, 168, **ignored)
+    with pytest.raises(VacuumRefused, match="pass --allow-unsafe-retention"):
+        effective_retention_hours(24, 168, allow_unsafe=False, retain_honoured=False, delta_version="4.4.0")
+
+
+@pytest.mark.spark_independent
+def test_only_the_tested_spark_and_delta_pairs_are_accepted():
+    from inventory.session import SUPPORTED_LINES, check_supported_line
+
+    for spark_minor, delta_minor in SUPPORTED_LINES.items():
+        check_supported_line(f"{spark_minor}.1", f"{delta_minor}.0")
+    with pytest.raises(ConfigError, match=r"Spark 4\.0\.1 with Delta 4\.4\.0 is not a line"):
+        check_supported_line("4.0.1", "4.4.0")
+    with pytest.raises(ConfigError, match=r"Spark 4\.1\.0 with Delta 4\.4\.0"):
+        check_supported_line("4.1.0", "4.4.0")
+
+
+def test_the_jars_are_the_ones_built_for_the_installed_spark_minor(spark):
+    import pyspark
+
+    from inventory.session import jvm_delta_version, jvm_packages, minor, version_tuple
+
+    delta_jar, hadoop_aws = jvm_packages()
+    delta = jvm_delta_version(spark)  # what the session's JVM runs
+    assert delta_jar.endswith(f":{delta}")
+    scala = "2.12" if pyspark.__version__.startswith("3.") else "2.13"
+    if version_tuple(delta)[:2] >= (4, 1):
+        assert delta_jar == f"io.delta:delta-spark_{minor(pyspark.__version__)}_{scala}:{delta}"
+    else:
+        assert delta_jar == f"io.delta:delta-spark_{scala}:{delta}"
+    assert hadoop_aws.startswith("org.apache.hadoop:hadoop-aws:")
+
+
+def _table_by_hand(root: Path, protocol: dict, configuration: dict | None = None) -> str:
+    """A one-file table whose log another writer made: its protocol as given."""
+    (root / "_delta_log").mkdir(parents=True)
+    (root / "part-0.parquet").write_bytes(b"not read")
+    actions = [
+        {"protocol": protocol},
+        {
+            "metaData": {
+                "id": "00000000-0000-0000-0000-000000000001",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(
+                    {
+                        "type": "struct",
+                        "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}],
+                    }
+                ),
+                "partitionColumns": [],
+                "configuration": configuration or {},
+                "createdTime": 1_700_000_000_000,
+            }
+        },
+        {
+            "add": {
+                "path": "part-0.parquet",
+                "partitionValues": {},
+                "size": 8,
+                "modificationTime": 1_700_000_000_000,
+                "dataChange": True,
+            }
+        },
+    ]
+    (root / "_delta_log" / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    return f"file://{root}"
+
+
+# Written by hand: a writer feature no open-source Delta has (seen on a Databricks table), and the
+# catalog and commit-coordinator features, whose tables need a catalog or a commit coordinator
+# that cannot run here. Each is refused before any plan, naming its cause.
+REFUSED_PROTOCOLS = [
+    (
+        {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "liquid"]},
+        {},
+        r"liquid \(in no open-source Delta release up to 4\.4\)",
+    ),
+    (
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["catalogManaged", "vacuumProtocolCheck"],
+            "writerFeatures": ["catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"],
+        },
+        {"delta.enableInCommitTimestamps": "true"},
+        "catalog",
+    ),
+    (
+        {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["coordinatedCommits-preview"]},
+        {"delta.coordinatedCommits.commitCoordinator-preview": "dynamodb"},
+        "coordinated commits|coordinatedCommits-preview",
+    ),
+    (
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["futureReaderFeature"],
+            "writerFeatures": ["futureReaderFeature"],
+        },
+        {},
+        "futureReaderFeature",
+    ),
+]
+
+
+@pytest.mark.parametrize("protocol, configuration, cause", REFUSED_PROTOCOLS)
+def test_a_table_this_delta_must_not_vacuum_is_refused_before_any_plan(
+    spark, tmp_path, protocol, configuration, cause
+):
+    from inventory.registry import RegisteredTable
+    from vacuum.runner import VacuumOptions, _RunContext, vacuum_table
+
+    uri = _table_by_hand(tmp_path / "t", protocol, configuration)
+    orphan = tmp_path / "t" / "orphan.parquet"
+    orphan.write_bytes(b"garbage")
+    table = RegisteredTable(name="t", path=uri, location=StorageLocation.parse(uri), owner="team")
+    options = VacuumOptions(mode="list", delete_with="delta", retain_hours=0, allow_unsafe_retention=True)
+    run = vacuum_table(spark, table, options, _RunContext("test", None, ()))
+    assert run.status == "refused", run.reason
+    assert run.reason and re.search(cause, run.reason), run.reason
+    assert orphan.exists() and (tmp_path / "t" / "part-0.parquet").exists()  # nothing deleted
+
+
+def test_a_table_with_only_features_this_delta_supports_is_vacuumed(spark, tmp_path):
+    """The same hand-made log with a supported writer feature: the check lets it through."""
+    from inventory.registry import RegisteredTable
+    from vacuum.runner import VacuumOptions, _RunContext, vacuum_table
+
+    uri = _table_by_hand(
+        tmp_path / "t", {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly"]}
+    )
+    table = RegisteredTable(name="t", path=uri, location=StorageLocation.parse(uri), owner="team")
+    options = VacuumOptions(mode="list", dry_run=True)
+    run = vacuum_table(spark, table, options, _RunContext("test", None, ()))
+    assert run.status == "ok", run.reason
