@@ -15,6 +15,8 @@ from inventory.registry import parse_registry
 from tests.helpers import cli, cli_json, keys_of, put, rows_at, take_inventory
 from tests.tables import referenced_files
 
+pytestmark = pytest.mark.line_sensitive
+
 HIDDEN_AND_NEIGHBOURS = [
     "events/day=2024-01-01/_SUCCESS",
     "events/day=2024-01-01/.hidden",
@@ -532,3 +534,130 @@ def test_batch_delete_of_a_listing_plan_reports_unknown_bytes_not_zero(spark, s3
     assert run.deleted_files == run.planned_files > 0
     assert run.planned_bytes is None and run.deleted_bytes is None
     assert keys_of(s3, lake["bucket"]) & set(JUNK) == set()
+
+
+def _retain_is_ignored(spark) -> bool:
+    """Delta 4.1 on ignores ``RETAIN n HOURS`` unless n is 0 (its internal setting's default)."""
+    from inventory.session import jvm_delta_version, version_tuple
+
+    return version_tuple(jvm_delta_version(spark))[:2] >= (4, 1)
+
+
+@pytest.mark.parametrize("table_retention, table_hours", [("interval 2 days", 48), ("interval 36 hours", 36)])
+def test_retention_reported_is_the_one_delta_applies(
+    spark, s3, bucket_factory, tmp_path, table_retention, table_hours
+):
+    """On every line: the table's retention (in days or hours) by default, an equal one, a longer
+    (refused), a shorter (refused without consent; with it, honoured where Delta honours RETAIN,
+    refused with the two ways out where Delta ignores it), and 0 hours. What Delta planned shows
+    which retention it applied: two orphans backdated in the inventory, 2 and 40 hours old."""
+    from vacuum.gates import RETENTION_WINDOW_IGNORE
+
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uri = make_table(spark, source, retention=table_retention)
+    young, old = "events/day=2024-01-01/orphan-2h.parquet", "events/day=2024-01-02/orphan-40h.parquet"
+    put(s3, source, young, old)
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    now_ms = int(time.time() * 1000)
+    for key, hours in ((young, 2), (old, 40)):
+        spark.sql(
+            f"UPDATE delta.`{inventory}` SET modificationTime = {now_ms - hours * 3_600_000} WHERE key = '{key}'"
+        )
+    registry = registry_file(tmp_path, {"events": uri})
+
+    def table(*flags: str) -> tuple[int, dict]:
+        code, data = cli_json(
+            "vacuum", "--inventory-table", inventory, "--tables", registry, "--dry-run", *flags
+        )
+        return code, data["tables"][0]
+
+    code, default = table()
+    assert code == 0 and default["retention_hours_effective"] == table_hours
+    assert default["planned_files"] == (1 if table_hours < 40 else 0)  # the 40-hour orphan, past 36h
+    code, equal = table("--retain-hours", str(table_hours))
+    assert code == 0 and equal["retention_hours_effective"] == table_hours
+    assert equal["planned_files"] == default["planned_files"]
+    code, longer = table("--retain-hours", str(table_hours + 1))
+    assert code == 1 and "longer than the table's" in longer["reason"]
+    code, shorter = table("--retain-hours", "1")
+    assert code == 1 and "pass --allow-unsafe-retention" in shorter["reason"]
+
+    code, unsafe = table("--retain-hours", "1", "--allow-unsafe-retention")
+    if _retain_is_ignored(spark):
+        assert code == 1 and unsafe["status"] == "refused"
+        assert "ignores RETAIN 1 HOURS" in unsafe["reason"]
+        assert (
+            "delta.deletedFileRetentionDuration" in unsafe["reason"]
+            and RETENTION_WINDOW_IGNORE in unsafe["reason"]
+        )
+        # with Delta's setting turned off (spark-submit --conf), RETAIN is honoured again
+        conf = spark._jsc.sc().conf()
+        conf.set(RETENTION_WINDOW_IGNORE, "false")
+        try:
+            code, unsafe = table("--retain-hours", "1", "--allow-unsafe-retention")
+        finally:
+            conf.remove(RETENTION_WINDOW_IGNORE)
+    assert code == 0, unsafe["reason"]
+    assert unsafe["retention_hours_effective"] == 1 and unsafe["planned_files"] == 2  # both orphans
+
+    overwritten = (
+        spark.read.format("delta").option("versionAsOf", 1).load(uri).where("day = '2024-01-01'").inputFiles()
+    )
+    code, zero = table("--retain-hours", "0", "--allow-unsafe-retention")
+    assert code == 0 and zero["retention_hours_effective"] == 0
+    assert zero["planned_files"] == 2 + len(overwritten)
+    assert spark.conf.get("spark.databricks.delta.retentionDurationCheck.enabled") == "true"
+
+
+FOLDER_MARKERS_KEPT = [
+    "events/abc/",  # another object below it
+    "events/abc/def/",  # the same, one level down
+    "events/day=2024-01-01/",  # a partition directory of live files
+    "events/_tmp/",  # hidden
+    "events/young/",  # younger than the retention
+    "events/named/",  # a file of its directory's name beside it: Delta's delete by path takes the file
+]
+
+
+@pytest.mark.parametrize("delete_with", ["batch", "delta"])
+def test_empty_folder_markers_past_the_retention_go_as_delta_would_delete_them(
+    spark, s3, bucket_factory, tmp_path, delete_with
+):
+    """Delta's ``DeltaVacuumSuite`` "deleting directories", on S3: ``abc/def/`` holds files,
+    ``ghi/`` is an empty directory, a zero-byte folder marker; Delta removes ``ghi``. Here the
+    marker goes when it is past the retention, under the table, with nothing below it, and not a
+    directory of a live file, nor a file's name; every other marker stays, and so do a ``/`` key
+    with bytes and the file named like a marker's directory."""
+    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
+    uri = make_table(spark, source, retention="interval 1 hours")
+    put(s3, source, "events/ghi/", "events/deep/er/", *FOLDER_MARKERS_KEPT, body=b"")
+    put(s3, source, "events/abc/def/file1.txt", "events/named", "events/not-a-marker/")
+    inventory = f"s3://{inventory_bucket}/tables/inventory"
+    take_inventory(s3, source, inventory_bucket, inventory)
+    two_hours_ago = int(time.time() * 1000) - 2 * 3_600_000
+    spark.sql(
+        f"UPDATE delta.`{inventory}` SET modificationTime = {two_hours_ago} "
+        "WHERE key LIKE 'events/%' AND key NOT LIKE 'events/young/%' AND key NOT LIKE 'events/day=%/part-%'"
+    )
+    registry = registry_file(tmp_path, {"events": uri})
+    before = keys_of(s3, source)
+    rows_before = rows_at(spark, uri)
+    base = ["vacuum", "--inventory-table", inventory, "--tables", registry, "--delete-with", delete_with]
+
+    candidates = tmp_path / "candidates.csv"
+    code, dry = cli_json(*base, "--dry-run", "--candidates", str(candidates))
+    assert code == 0, dry["tables"][0]["reason"]
+    with candidates.open() as handle:
+        planned = {row["path"] for row in csv.DictReader(handle)}
+    # Delta names a marker by its directory's path; the delete takes the marker's key
+    assert planned == {f"s3a://{source}/events/{p}" for p in ("ghi", "deep/er", "abc/def/file1.txt")}
+    expected = {"events/ghi/", "events/deep/er/", "events/abc/def/file1.txt"}
+
+    code, result = cli_json(*base)
+    assert code == 0, result["tables"][0]["reason"]
+    after = keys_of(s3, source)
+    assert before - after == expected
+    assert set(FOLDER_MARKERS_KEPT) | {"events/not-a-marker/", "events/named"} <= after
+    assert result["tables"][0]["deleted_files"] == len(expected)
+    assert rows_at(spark, uri) == rows_before

@@ -76,16 +76,24 @@ def rows_under(inventory: DataFrame, location: StorageLocation) -> DataFrame:
 
 def table_objects(inventory: DataFrame, location: StorageLocation) -> DataFrame:
     """The current-version objects under ``<table path>/``, with ``relative_path`` (the key below
-    the table) and its ``components``; ``/``-terminated keys and keys with ``//`` left out (S3
-    folder markers and keys no Hadoop path can name).
+    the table) and its ``components``. An S3 folder marker (a zero-byte key ending in ``/``, which
+    the console, S3A and other tools write for a directory) is an object too, ``folder_marker``
+    true, its ``relative_path`` the directory's, without the ``/``; a ``/``-terminated key with
+    bytes, the table root's own marker and keys with ``//`` (no Hadoop path can name them) are
+    left out.
     """
     return _with_relative_path(rows_under(inventory, location), location).where(_is_table_object())
+
+
+def _is_folder_marker() -> Column:
+    return F.col("key").endswith("/")
 
 
 def _is_table_object() -> Column:
     return (
         is_current_version()
-        & ~F.col("key").endswith("/")
+        & (~_is_folder_marker() | (F.col("length") == 0))
+        & (F.col("relative_path") != "")
         & ~F.col("key").contains("//")
         & F.col("length").isNotNull()
         & F.col("modificationTime").isNotNull()
@@ -94,8 +102,16 @@ def _is_table_object() -> Column:
 
 def _with_relative_path(rows: DataFrame, location: StorageLocation) -> DataFrame:
     prefix = f"{location.key}/"
-    return rows.withColumn("relative_path", F.substring(F.col("key"), len(prefix) + 1, 1 << 30)).withColumn(
-        "components", F.split(F.col("relative_path"), "/")
+    return (
+        rows.withColumn("folder_marker", _is_folder_marker())
+        .withColumn(
+            "relative_path",
+            F.when(F.col("folder_marker"), F.expr("substring(key, 1, length(key) - 1)")).otherwise(
+                F.col("key")
+            ),
+        )
+        .withColumn("relative_path", F.substring(F.col("relative_path"), len(prefix) + 1, 1 << 30))
+        .withColumn("components", F.split(F.col("relative_path"), "/"))
     )
 
 
@@ -153,7 +169,18 @@ def classify_objects(
         F.col("components"),
         lambda c: is_hidden_component(c, state.partition_columns, state.iceberg_enabled),
     )
-    # Delta never names a file whose path is also a directory it keeps: leave such objects out
+    # Delta never names a file whose path is also a directory it keeps: leave such objects out.
+    # A folder marker goes to Delta only when no other object lies below it, the parity of Delta's
+    # deleting of empty directories on S3, and when no file has its directory's name: Delta
+    # deletes by path, and S3A would take that file for the path. Its own path counts once here,
+    # as a directory and as the marker, and so does a file of the same name: two or more means
+    # another object is below the marker, or beside it under the same name.
+    markers = objects.where(F.col("folder_marker")).select("relative_path")
+    named_like_markers = (
+        objects.where(~F.col("folder_marker"))
+        .select("relative_path")
+        .join(F.broadcast(markers.distinct()), "relative_path", "left_semi")
+    )
     directories = (
         objects.where(F.size("components") > 1)
         .select(
@@ -164,13 +191,19 @@ def classify_objects(
                 )
             ).alias("relative_path")
         )
-        .distinct()
-        .withColumn("shadows_directory", F.lit(True))
+        .unionByName(markers)
+        .unionByName(named_like_markers)
+        .groupBy("relative_path")
+        .agg(F.count(F.lit(1)).alias("paths_below"))
     )
     frame = (
         objects.where(~hidden)
         .withColumn("nested_root", first_matching_root(F.col("relative_path"), nested_roots))
         .join(directories, "relative_path", "left")
+        .withColumn(
+            "shadows_directory",
+            F.col("paths_below").isNotNull() & (~F.col("folder_marker") | (F.col("paths_below") > 1)),
+        )
     )
     if deleted_earlier is not None:
         gone = deleted_earlier.select("bucket", "key", F.lit(True).alias("deleted_earlier"))
@@ -188,13 +221,14 @@ def classify_objects(
     )
     if check_sendable:
         reason = reason.when(~sendable_key(F.col("key")), F.lit(KEPT_NOT_SENDABLE))
-    reason = reason.when(F.col("shadows_directory").isNotNull(), F.lit(KEPT_SHADOWS_DIRECTORY))
+    reason = reason.when(F.col("shadows_directory"), F.lit(KEPT_SHADOWS_DIRECTORY))
     return frame.withColumn("kept_reason", reason)
 
 
 # what the slice and the count of kept objects read of the classified objects
 CLASSIFIED_COLUMNS = (
     "kept_reason",
+    "folder_marker",
     "nested_root",
     "relative_path",
     "length",
@@ -211,7 +245,10 @@ def inventory_slice(classified: DataFrame, state: TableState) -> DataFrame:
     return classified.where(F.col("kept_reason").isNull()).select(
         F.concat(F.lit(state.base), F.col("relative_path")).alias("path"),
         "length",
-        "isDir",
+        # a folder marker goes as a zero-byte file named by its directory: Delta names a file only
+        # past the retention, and never one that is a directory of a live file or tombstone; a
+        # directory row it would name whatever its age
+        F.when(F.col("folder_marker"), F.lit(False)).otherwise(F.col("isDir")).alias("isDir"),
         "modificationTime",
         "relative_path",
         "key",
@@ -308,8 +345,10 @@ def check_plan(
     Delta decides what is valid; a candidate that is live (a live file or its deletion vector's
     file), or a tombstone (or its vector's file) removed at or after
     ``retained_since_millis`` (a version inside the retention window reads it), or lies outside
-    the table, refuses the table whatever else the check finds. ``retained_since_millis`` must be
-    no earlier than the cut-off Delta used, so that nothing Delta rightly plans is refused.
+    the table, or (a slice file) was modified at or after ``retained_since_millis`` (Delta applied
+    a shorter retention than the one reported), refuses the table whatever else the check finds.
+    ``retained_since_millis`` must be no earlier than the cut-off Delta used, so that nothing
+    Delta rightly plans is refused.
     """
     needed = ~F.col("tombstone")
     if retained_since_millis is not None:
@@ -323,10 +362,24 @@ def check_plan(
         .where(F.col("path").isNotNull())
         # a live file recorded by its absolute URI inside the table is live all the same
         .select(live_relative_path(state).alias("relative_path"))
+        .where(F.col("relative_path").isNotNull())  # outside the table: no candidate is it
+        .select(F.split("relative_path", "/").alias("components"))
+        # and so are its directories: a folder marker of one is never garbage
+        .select(
+            F.explode(
+                F.transform(
+                    F.sequence(F.lit(1), F.size("components")),
+                    lambda i: F.array_join(F.slice(F.col("components"), 1, i), "/"),
+                )
+            ).alias("relative_path")
+        )
         .distinct()  # a count per candidate, whatever the log holds
         .withColumn("live", F.lit(True))
     )
     suspicious = F.col("relative_path").isNull() | F.col("live").isNotNull()
+    if retained_since_millis is not None:
+        # a slice file written after the cut-off: Delta applied a shorter retention than ours
+        suspicious = suspicious | (F.col("modificationTime") >= retained_since_millis)
     in_slice = F.col("in_slice").isNotNull()
     rows = (
         details.join(live, "relative_path", "left")
@@ -418,8 +471,8 @@ def dry_run_candidates(spark: SparkSession, sql: str) -> DataFrame:
 
 
 def candidate_details(candidates: DataFrame, slice_frame: DataFrame | None, state: TableState) -> DataFrame:
-    """Candidates with ``relative_path``, ``bucket``, ``key``, ``length`` (from the inventory when
-    there is one), ``in_slice`` (the candidate is one of the slice's files) and the top-level
+    """Candidates with ``relative_path``, ``bucket``, ``key``, ``length`` and ``modificationTime``
+    (from the inventory when there is one), ``in_slice`` (the candidate is one of the slice's files) and the top-level
     ``partition``."""
     frame = candidates.select("path").withColumn(
         "relative_path",
@@ -428,11 +481,14 @@ def candidate_details(candidates: DataFrame, slice_frame: DataFrame | None, stat
         ),
     )
     if slice_frame is not None:
-        files = slice_frame.select("path", "length", "bucket", "key", F.lit(True).alias("in_slice"))
+        files = slice_frame.select(
+            "path", "length", "modificationTime", "bucket", "key", F.lit(True).alias("in_slice")
+        )
         frame = frame.join(files, "path", "left")
     else:
         frame = (
             frame.withColumn("length", F.lit(None).cast("long"))
+            .withColumn("modificationTime", F.lit(None).cast("long"))
             .withColumn("bucket", F.lit(state.bucket))
             .withColumn("key", F.concat(F.lit(state.key_prefix), F.col("relative_path")))
             .withColumn("in_slice", F.lit(None).cast("boolean"))

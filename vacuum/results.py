@@ -18,8 +18,10 @@ KEPT_PROTECTED_PATH = "protected_path"  # under the inventory, history or ledger
 KEPT_UNPARSABLE_KEY = "unparsable_key"  # a key Hadoop's Path cannot parse (e.g. "10:00.log")
 KEPT_NOT_SENDABLE = "not_sendable"  # a key that cannot be sent safely in a DeleteObjects XML body
 KEPT_DELETED_EARLIER = "deleted_earlier"  # the ledger shows it deleted after the inventory was taken
-KEPT_DIRECTORY = "directory"  # Delta named a directory; directories are never candidates on S3
-KEPT_SHADOWS_DIRECTORY = "shadows_directory"  # an object whose key is also a directory of other objects
+KEPT_DIRECTORY = "directory"  # Delta named a directory it derived from file paths, not an object of S3's
+# an object whose path is also a directory of other objects: a file named like one, or a folder
+# marker with other objects below it
+KEPT_SHADOWS_DIRECTORY = "shadows_directory"
 
 
 @dataclass
