@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command. It installs what is missing (idempotent), then runs the whole suite on the
-# default Spark line (4.0, in .venv) and the line-sensitive part of it on each other supported line
-# (3.5, in .venv-spark3.5; see `line_sensitive` below), then a smoke subset on the oldest and newest
+# default Spark line (4.2, in .venv) and the line-sensitive part of it on each other supported line
+# (4.0 and 3.5, in .venv-spark4.0 and .venv-spark3.5; see the markers below), then a smoke subset on the oldest and newest
 # other supported Python found on this machine: the manifest and registry parsers, and the installed
 # command end to end (an ingest, then a vacuum whose batch delete runs in Spark's Python workers).
 # With arguments, they go to pytest, on each Spark line, and the Python smoke is left out.
@@ -14,7 +14,7 @@
 # TEST_CONCURRENCY=1 runs everything one after another, in this order, output as it comes.
 #
 #   bash infra/test.sh                                  # everything CI runs
-#   SPARK_LINES=4.0 bash infra/test.sh tests/test_safety.py -x
+#   SPARK_LINES=4.2 bash infra/test.sh tests/test_safety.py -x
 #   SPARK_LINES=3.5 bash infra/test.sh tests            # the whole suite on the 3.5 line
 #   PYTHON_VERSIONS= bash infra/test.sh                 # no other Pythons
 #
@@ -34,25 +34,24 @@ case $concurrency in
   1 | 2) ;;
   *) echo "TEST_CONCURRENCY=$concurrency: 1 (in turn) or 2 (the other runs beside the default line's)" >&2; exit 2 ;;
 esac
-# What the other Spark lines run: the tests whose outcome turns on what differs between the lines,
-# which is where a wrong deletion would come from. That is Delta's log reading and VACUUM planner
-# (3.3 against 4.0: the safety suite, the S3 vacuum, delta-rs and Delta-Spark tables with table
-# features, the paths of deletion vectors' files), S3A and its AWS SDK (v1 against v2: listings,
-# ETags, deletes), and the jars and package that spark-submit and a cluster's executors get.
-# Parsing, ingest, chargeback and the fault tests run once, on the default line: the whole suite
-# on both lines took CI past its 90 minutes.
-line_sensitive=(tests/test_safety.py tests/test_vacuum_s3.py tests/test_cross_writer.py tests/test_installed.py
-  tests/test_plan_and_delete.py::test_a_plan_naming_a_deletion_vector_file_still_read_is_caught)
-# What the other Pythons run: the parsers, and the installed command end to end on the local S3
-# (an ingest in the test's process, then the command's vacuum with a batch delete in Spark's Python
-# workers; a second, in-process vacuum test added 150-210 s a Python and nothing this one misses).
-smoke=(tests/test_manifest.py tests/test_registry.py
-  tests/test_installed.py::test_installed_command_batch_deletes_with_a_bare_path)
-# On a full run, these files of the default line run beside it, first, in a pytest run of their own:
-# a standalone cluster and processes SIGKILLed mid-write, JVMs of their own that share nothing with
-# the default line's session. About 10 minutes: without them the default line ran 55 minutes and
-# the runs beside it 39, so the two halves now take about as long.
-default_beside=(tests/test_cluster.py tests/test_faults.py)
+# What runs where is marked in the tests (pyproject.toml lists the markers):
+# - line_sensitive: what the other Spark lines run, the tests whose outcome turns on what differs
+#   between the lines, which is where a wrong deletion would come from: Delta's log reading, its
+#   VACUUM planner and its RETAIN (3.3 against 4.0 against 4.4), the table features each Delta
+#   supports, S3A and its AWS SDK (v1 against v2: listings, ETags, deletes), and the jars and
+#   package that spark-submit and a cluster's executors get. Parsing, ingest, chargeback and the
+#   fault tests run once, on the default line: the whole suite on every line would take CI past
+#   its time.
+# - smoke: what the other Pythons run, the parsers, and the installed command end to end on the
+#   local S3 (an ingest in the test's process, then the command's vacuum with a batch delete in
+#   Spark's Python workers).
+# - cluster, faults: on a full run, these tests of the default line run beside it, first, in a
+#   pytest run of their own: a standalone cluster and processes SIGKILLed mid-write, JVMs of their
+#   own that share nothing with the default line's session (about 10 minutes).
+line_sensitive=(tests -m line_sensitive)
+smoke=(tests -m smoke)
+default_beside=(tests -m "cluster or faults")
+default_rest=(tests -m "not cluster and not faults")
 work="$(mktemp -d "${TMPDIR:-/tmp}/inventory-vacuum-tests.XXXXXX")"
 no_cache=()
 beside=""  # the process group of the runs beside the default line's, while they go on
@@ -89,7 +88,7 @@ run_line() {  # run_line LINE [PYTEST_ARGS...]: the whole suite on the default l
   local tests=("$@")
   ensure_venv "$line" || { echo "Spark $line: FAILED (could not install it)" >> "$summary"; return 0; }
   if [ $# -eq 0 ] && [ "$line" = "$DEFAULT_SPARK_LINE" ]; then
-    tests=(tests "${default_beside[@]/#/--ignore=}")
+    tests=("${default_rest[@]}")
   elif [ $# -eq 0 ]; then
     tests=("${line_sensitive[@]}")
   fi
@@ -99,7 +98,7 @@ run_line() {  # run_line LINE [PYTEST_ARGS...]: the whole suite on the default l
 others() {  # the other Spark lines, then (with no pytest arguments) the other Pythons' smoke runs
   local line version
   if [ $# -eq 0 ] && $default; then  # the default line's files that run beside it
-    INVENTORY_VACUUM_SPARK_LINE=$DEFAULT_SPARK_LINE run "Spark $DEFAULT_SPARK_LINE (${default_beside[*]})" \
+    INVENTORY_VACUUM_SPARK_LINE=$DEFAULT_SPARK_LINE run "Spark $DEFAULT_SPARK_LINE (cluster and faults)" \
       "$(venv_dir "$DEFAULT_SPARK_LINE")" "${default_beside[@]}"
   fi
   for line in $lines; do

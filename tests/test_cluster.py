@@ -32,6 +32,8 @@ from inventory.paths import StorageLocation
 from inventory.report_writer import snapshot_bucket
 from tests.helpers import keys_of, put, rows_at, submitted_json
 
+pytestmark = pytest.mark.cluster
+
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).parent
 WORKERS = 2

@@ -23,7 +23,7 @@ from tests.helpers import cli_json, deliver_inventory, ingest_inventory, keys_of
 from tests.test_installed import bare_env, errors_in
 from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.faults]
 
 COMMAND = str(Path(sys.executable).parent / "inventory-vacuum")
 

@@ -113,6 +113,7 @@ def make_vacuumable_table(spark, s3, bucket_factory) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_installed_command_batch_deletes_with_a_bare_path(spark, s3, bucket_factory, tmp_path):
     """``.venv/bin/inventory-vacuum`` by its path, not activated, from another directory: the
     batch delete runs ``vacuum.execute`` in Spark's Python workers."""
@@ -161,6 +162,8 @@ CLUSTER_JOB = """
 import json, sys
 from inventory.session import build_spark_session
 from vacuum.execute import delete_in_batches
+
+pytestmark = pytest.mark.line_sensitive
 
 master, python, bucket, *keys = sys.argv[1:]
 spark = build_spark_session("cluster test", {"spark.master": master, "spark.pyspark.python": python})

@@ -9,6 +9,8 @@ from inventory.manifest import find_delivery
 from inventory.paths import StorageLocation
 from tests.deliveries import CSV_SCHEMA, csv_gz, put_delivery
 
+pytestmark = pytest.mark.smoke
+
 ROW = [["src", "a.txt", "1", "2024-01-15T00:00:00.000Z", "e", "STANDARD", "false", "SSE-S3"]]
 
 

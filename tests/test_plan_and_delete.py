@@ -300,6 +300,7 @@ def test_a_plan_naming_a_file_removed_inside_the_retention_window_is_caught(spar
     assert coverage_counts(files, listed, 1 << 62, state) == (1, 0)  # the one live file, not listed
 
 
+@pytest.mark.line_sensitive
 @pytest.mark.parametrize("random_prefixes", [False, True])
 def test_a_plan_naming_a_deletion_vector_file_still_read_is_caught(spark, tmp_path, random_prefixes):
     """A deletion vector's file is read with its data file: a plan naming the vector of a live

@@ -4,6 +4,8 @@ from inventory.errors import ConfigError, UsageError
 from inventory.paths import StorageLocation
 from inventory.registry import load_registry, parse_registry
 
+pytestmark = pytest.mark.smoke
+
 GOOD = """
 tables:
   - name: events

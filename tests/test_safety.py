@@ -30,6 +30,8 @@ from tests.helpers import (
 from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file
 from vacuum import gates
 
+pytestmark = pytest.mark.line_sensitive
+
 
 def _vacuum(inventory: str, registry: str, *extra: str) -> tuple[int, dict]:
     return cli_json("vacuum", "--inventory-table", inventory, "--tables", registry, *extra)
