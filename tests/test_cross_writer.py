@@ -42,9 +42,15 @@ from tests import writers
 from tests.helpers import cli_json, rows_at, take_inventory, write_local_inventory
 from tests.writers import LocalStore, LogView, S3Store, Store
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.line_sensitive]
 
 DAY = 86400.0
+
+
+def _installed_delta() -> tuple[int, ...]:
+    from inventory.session import installed_delta_version, version_tuple
+
+    return version_tuple(installed_delta_version())
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class Case:
     feature: str  # what the built table must show, checked by ``shows`` on its log
     shows: Callable[[LogView], bool]
     storage: str = "local"  # local | s3
+    # the oldest Delta whose Spark writer has the feature: other lines leave the case out
+    needs_delta: tuple[int, int] = (0, 0)
 
     @property
     def id(self) -> str:
@@ -188,6 +196,45 @@ CASES = [
         storage="s3",
     ),
 ]
+CASES += [
+    Case(
+        "spark_type_widening",
+        "delta-spark",
+        writers.spark_type_widening,
+        "type widening: INT to BIGINT, then a partition overwrite",
+        lambda log: bool({"typeWidening", "typeWidening-preview"} & log.features),
+    ),
+    Case(
+        "spark_in_commit_timestamps",
+        "delta-spark",
+        writers.spark_in_commit_timestamps,
+        "in-commit timestamps, an overwrite",
+        lambda log: "inCommitTimestamp" in log.features,
+    ),
+    Case(
+        "spark_identity_columns",
+        "delta-spark",
+        writers.spark_identity_columns,
+        "an identity column, a DELETE rewriting files",
+        lambda log: "identityColumns" in log.features and "DELETE" in log.operations,
+    ),
+    Case(
+        "spark_row_tracking_with_vectors",
+        "delta-spark",
+        writers.spark_row_tracking_with_vectors,
+        "row tracking with deletion vectors: a DELETE, an UPDATE",
+        lambda log: {"rowTracking", "deletionVectors"} <= log.features and bool(_vectors(log.live())),
+    ),
+    Case(
+        "spark_variant",
+        "delta-spark",
+        writers.spark_variant,
+        "a VARIANT column, a DELETE rewriting files",
+        lambda log: "variantType" in log.features,
+        needs_delta=(4, 0),
+    ),
+]
+CASES = [c for c in CASES if _installed_delta() >= c.needs_delta]
 RS_CASES = [c for c in CASES if c.writer == "delta-rs"]
 
 

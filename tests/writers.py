@@ -408,4 +408,67 @@ def spark_random_prefixes(spark: Any, uri: str) -> None:
     spark.sql(f"DELETE FROM delta.`{uri}` WHERE id % 7 = 0")
 
 
+def spark_type_widening(spark: Any, uri: str) -> None:
+    """Type widening: an INT column widened to BIGINT, then a partition overwrite with values past
+    INT's range (the old files removed)."""
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id INT, value STRING, day STRING) USING delta PARTITIONED BY (day) "
+        f"TBLPROPERTIES ('delta.deletedFileRetentionDuration' = '{RETENTION}', 'delta.enableTypeWidening' = 'true')"
+    )
+    _spark_rows(spark, 0, 20).selectExpr("CAST(id AS INT) AS id", "value", "day").write.format("delta").mode(
+        "append"
+    ).save(uri)
+    spark.sql(f"ALTER TABLE delta.`{uri}` ALTER COLUMN id TYPE BIGINT")
+    _spark_rows(spark, 3_000_000_000, 10).where("day = '2024-01-01'").write.format("delta").mode(
+        "overwrite"
+    ).option("replaceWhere", "day = '2024-01-01'").save(uri)
+
+
+def spark_variant(spark: Any, uri: str) -> None:
+    """A VARIANT column (Delta 4.0 on): appends, then a DELETE that rewrites files."""
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id BIGINT, payload VARIANT, day STRING) USING delta PARTITIONED BY (day) "
+        f"TBLPROPERTIES ('delta.deletedFileRetentionDuration' = '{RETENTION}', "
+        "'delta.enableDeletionVectors' = 'false')"
+    )
+    _spark_rows(spark, 0, 20).selectExpr(
+        "id", "parse_json(concat('{\"v\": \"', value, '\"}')) AS payload", "day"
+    ).write.format("delta").mode("append").save(uri)
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE id % 3 = 0")
+
+
+def spark_in_commit_timestamps(spark: Any, uri: str) -> None:
+    """In-commit timestamps (commit times in the log, not the files' own), an overwrite."""
+    _create(spark, uri, "PARTITIONED BY (day)", {"delta.enableInCommitTimestamps": "true"})
+    _append(spark, uri, 0, 20)
+    _spark_rows(spark, 100, 10).write.format("delta").mode("overwrite").save(uri)
+
+
+def spark_identity_columns(spark: Any, uri: str) -> None:
+    """An identity column (GENERATED ALWAYS AS IDENTITY), appends, then a DELETE."""
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (key BIGINT GENERATED ALWAYS AS IDENTITY, id BIGINT, value STRING, "
+        f"day STRING) USING delta PARTITIONED BY (day) "
+        f"TBLPROPERTIES ('delta.deletedFileRetentionDuration' = '{RETENTION}', "
+        "'delta.enableDeletionVectors' = 'false')"
+    )
+    for start in (0, 20):
+        _append(spark, uri, start, 20)
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE id % 3 = 0")
+
+
+def spark_row_tracking_with_vectors(spark: Any, uri: str) -> None:
+    """Row tracking with deletion vectors: a DELETE (vectors), an UPDATE (files rewritten, their
+    vectors replaced)."""
+    _create(
+        spark,
+        uri,
+        "PARTITIONED BY (day)",
+        {"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "true"},
+    )
+    _append(spark, uri, 0, 40, files=1)
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE id % 5 = 0")
+    spark.sql(f"UPDATE delta.`{uri}` SET value = 'updated' WHERE id % 7 = 0")
+
+
 Builder = Callable[..., None]
