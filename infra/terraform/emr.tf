@@ -45,10 +45,11 @@ resource "aws_s3_object" "tables_yaml" {
 locals {
   code_uri = "s3://${var.code_bucket}"
 
-  # The platform's Spark and Delta (emr-spark-8.0.0: Spark 4.0.2, Delta 4.0.0) with the project's
-  # Python environment: spark.jars names EMR's own Delta jars (no --packages, no Maven at run
-  # time), the archive holds inventory-vacuum, boto3, pyarrow, PyYAML and delta-spark's Python
-  # API. The jobs address tables by path only: no metastore (Glue) is used.
+  # The platform's Spark and Delta (emr-spark-8.0.0: Spark 4.0.2, Delta 4.0.0, the tested Spark 4.0
+  # line's minors) with the project's Python environment: spark.jars names EMR's own Delta jars (no
+  # --packages, no Maven at run time), the archive holds inventory-vacuum, boto3, pyarrow, PyYAML
+  # and delta-spark's Python API (4.0.1, the Spark 4.0 line's pin). The jobs refuse a Spark and Delta
+  # pair that is not a tested line. They address tables by path only: no metastore (Glue) is used.
   spark_submit_parameters = trimspace(join(" ", [
     "--conf spark.jars=/usr/share/aws/delta/lib/delta-spark.jar,/usr/share/aws/delta/lib/delta-storage.jar",
     "--conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",

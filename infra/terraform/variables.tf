@@ -136,7 +136,7 @@ variable "python_env_archive" {
 }
 
 variable "release_label" {
-  description = "EMR Serverless release. emr-spark-8.0.0: Spark 4.0.2, Delta 4.0.0, Python 3.11 (the project pins pyspark and delta-spark 4.0.1: same Spark 4.0 and Delta 4.0 lines)."
+  description = "EMR Serverless release. The default, emr-spark-8.0.0 (Spark 4.0.2, Delta 4.0.0, Python 3.11), is the newest EMR Serverless release whose Spark line is tested here: the Spark 4.0 line (pyspark 4.0.1 + delta-spark 4.0.1; same Spark 4.0 and Delta 4.0 minors). No known EMR release runs the default Spark 4.2 line; emr-spark-8.1.0 runs Spark 4.1, which the jobs refuse. An EMR 7.x release (Spark 3.5) matches the Spark 3.5 line from 7.8.0 on (Delta 3.3); the Python environment's delta-spark must match the release's line (README: The pins and the EMR release)."
   type        = string
   default     = "emr-spark-8.0.0"
 
