@@ -47,7 +47,7 @@ class DeleteError(InventoryVacuumError):
     """Some objects could not be deleted even after retries."""
 
 
-_PY4J_CALL = re.compile(r"An error occurred while calling [\w$.]+\.?$")
+_PY4J_CALL = re.compile(r"An error occurred while calling [\w$.:]+\.?$")  # o73.orc, z:pkg.Class.method
 
 
 def spark_error_summary(error: BaseException) -> str:

@@ -35,10 +35,37 @@ def test_a_shorter_retention_delta_would_ignore_is_refused_with_the_ways_out():
     assert effective_retention_hours(168, 168, **ignored) == 168  # the table's own: nothing to ignore
     assert effective_retention_hours(None, 36, **ignored) == 36
     assert effective_retention_hours(23.2, 168, allow_unsafe=True, retain_honoured=True) == 24  # rounded up
+    # a table retention of 90 minutes: the same asked for, or a shorter one that rounds up past it,
+    # is the table's own (no RETAIN), never "longer than the table's"
+    assert effective_retention_hours(1.5, 1.5, **ignored) == 1.5
+    assert effective_retention_hours(1.2, 1.5, **ignored) == 1.5
     with pytest.raises(VacuumRefused, match="longer than the table's"):
         effective_retention_hours(169, 168, **ignored)
     with pytest.raises(VacuumRefused, match="pass --allow-unsafe-retention"):
         effective_retention_hours(24, 168, allow_unsafe=False, retain_honoured=False, delta_version="4.4.0")
+
+
+@pytest.mark.spark_independent
+def test_only_a_failure_inside_delta_s_coordinated_commits_code_reads_as_coordinated_commits():
+    from vacuum.snapshot import _refusal_of_unreadable
+
+    coordinator = (
+        "An error occurred while calling z:org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot.\n"
+        ": com.google.common.util.concurrent.ExecutionError: java.lang.NoClassDefFoundError: x/Dynamo\n"
+        "\tat com.google.common.cache.LocalCache.get(LocalCache.java:1)\n"
+        "Caused by: java.lang.NoClassDefFoundError: x/Dynamo\n"
+        "\tat org.apache.spark.sql.delta.coordinatedcommits.CommitCoordinatorProvider$.<clinit>(C.scala:1)\n"
+    )
+    assert "coordinated commits" in (_refusal_of_unreadable(coordinator) or "")
+    s3_error = (
+        "An error occurred while calling z:org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot.\n"
+        ": java.io.IOException: connection reset\n"
+        "\tat org.apache.hadoop.fs.s3a.S3AFileSystem.open(S3AFileSystem.java:1)\n"
+        "\tat org.apache.spark.sql.delta.SnapshotManagement.populateCommitCoordinator(S.scala:1)\n"
+    )
+    assert _refusal_of_unreadable(s3_error) is None  # a failure, not a refusal
+    owned = ": java.lang.IllegalStateException: Path based access is not supported for Catalog-Owned table: t"
+    assert "catalog" in (_refusal_of_unreadable(owned) or "")
 
 
 @pytest.mark.spark_independent

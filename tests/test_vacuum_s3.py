@@ -628,7 +628,9 @@ def test_empty_folder_markers_past_the_retention_go_as_delta_would_delete_them(
     ``ghi/`` is an empty directory, a zero-byte folder marker; Delta removes ``ghi``. Here the
     marker goes when it is past the retention, under the table, with nothing below it, and not a
     directory of a live file, nor a file's name; every other marker stays, and so do a ``/`` key
-    with bytes and the file named like a marker's directory."""
+    with bytes and the file named like a marker's directory. Only the batch delete deletes
+    markers, by key: Delta deletes by path, and S3A would take a file of the directory's name
+    for it (and write a parent's marker after)."""
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
     uri = make_table(spark, source, retention="interval 1 hours")
     put(s3, source, "events/ghi/", "events/deep/er/", *FOLDER_MARKERS_KEPT, body=b"")
@@ -643,6 +645,7 @@ def test_empty_folder_markers_past_the_retention_go_as_delta_would_delete_them(
     registry = registry_file(tmp_path, {"events": uri})
     before = keys_of(s3, source)
     rows_before = rows_at(spark, uri)
+    ledger = f"s3://{inventory_bucket}/tables/vacuum_deletions"
     base = ["vacuum", "--inventory-table", inventory, "--tables", registry, "--delete-with", delete_with]
 
     candidates = tmp_path / "candidates.csv"
@@ -650,14 +653,22 @@ def test_empty_folder_markers_past_the_retention_go_as_delta_would_delete_them(
     assert code == 0, dry["tables"][0]["reason"]
     with candidates.open() as handle:
         planned = {row["path"] for row in csv.DictReader(handle)}
-    # Delta names a marker by its directory's path; the delete takes the marker's key
-    assert planned == {f"s3a://{source}/events/{p}" for p in ("ghi", "deep/er", "abc/def/file1.txt")}
-    expected = {"events/ghi/", "events/deep/er/", "events/abc/def/file1.txt"}
+    markers = {"events/ghi/", "events/deep/er/"} if delete_with == "batch" else set()
+    expected = {"events/abc/def/file1.txt", *markers}
+    # a marker is reported by its key's path, with its "/": never taken for a file of that name
+    assert planned == {f"s3a://{source}/{key}" for key in expected}
+    if delete_with == "delta":
+        # the empty markers, the young one among them; the others are kept for what lies below
+        assert dry["tables"][0]["kept"]["folder_marker"] == 3
 
-    code, result = cli_json(*base)
+    code, result = cli_json(*base, "--ledger-table", ledger)
     assert code == 0, result["tables"][0]["reason"]
     after = keys_of(s3, source)
     assert before - after == expected
+    # and no marker written back (Delta's own VACUUM writes _delta_log/_last_vacuum_info)
+    assert {key for key in after - before if "/_delta_log/" not in key} == set()
     assert set(FOLDER_MARKERS_KEPT) | {"events/not-a-marker/", "events/named"} <= after
     assert result["tables"][0]["deleted_files"] == len(expected)
+    ledgered = {r["path"] for r in spark.read.format("delta").load(ledger).select("path").collect()}
+    assert ledgered == planned
     assert rows_at(spark, uri) == rows_before

@@ -34,9 +34,12 @@ def effective_retention_hours(
     Delta would apply the table's retention while the run reported the shorter one, so a shorter
     retention other than 0 is refused there, with the two ways to get it.
     """
-    if requested_hours is None:
+    if requested_hours is None or requested_hours == table_retention_hours:
         return table_retention_hours
     hours = float(math.ceil(requested_hours))
+    if requested_hours < table_retention_hours <= hours:
+        # rounded up past a fractional table retention: the table's own is the one to apply
+        return table_retention_hours
     if hours < table_retention_hours and not allow_unsafe:
         raise VacuumRefused(
             f"retention {hours:g}h is shorter than the table's delta.deletedFileRetentionDuration "

@@ -30,6 +30,7 @@ from inventory.schema import VACUUM_INVENTORY_SCHEMA, is_current_version
 from vacuum.execute import sendable_key
 from vacuum.results import (
     KEPT_DELETED_EARLIER,
+    KEPT_FOLDER_MARKER,
     KEPT_NESTED_TABLE,
     KEPT_NOT_SENDABLE,
     KEPT_PROTECTED_PATH,
@@ -161,6 +162,7 @@ def classify_objects(
     protected_prefixes: Sequence[str],
     deleted_earlier: DataFrame | None,
     check_sendable: bool,
+    delete_markers: bool = True,
 ) -> DataFrame:
     """Add ``kept_reason`` (null: the object goes to Delta) and ``nested_root`` to the table's
     objects. Hidden paths are dropped altogether: they are the table's own (``_delta_log``, ...).
@@ -222,6 +224,8 @@ def classify_objects(
     if check_sendable:
         reason = reason.when(~sendable_key(F.col("key")), F.lit(KEPT_NOT_SENDABLE))
     reason = reason.when(F.col("shadows_directory"), F.lit(KEPT_SHADOWS_DIRECTORY))
+    if not delete_markers:
+        reason = reason.when(F.col("folder_marker"), F.lit(KEPT_FOLDER_MARKER))
     return frame.withColumn("kept_reason", reason)
 
 
@@ -254,6 +258,14 @@ def inventory_slice(classified: DataFrame, state: TableState) -> DataFrame:
         "key",
         "bucket",
     )
+
+
+def reported_path(path: str = "path", key: str = "key") -> Column:
+    """The path to report and ledger for a deleted object: a folder marker's, which Delta names
+    by its directory (``s3a://b/t/ghi``), with the ``/`` of its key (``s3a://b/t/ghi/``), so that
+    nobody acting on the report takes it for another object."""
+    marker = F.col(key).endswith("/") & ~F.col(path).endswith("/")
+    return F.when(marker, F.concat(F.col(path), F.lit("/"))).otherwise(F.col(path))
 
 
 def delta_inventory(slice_frame: DataFrame) -> DataFrame:

@@ -82,18 +82,19 @@ def check_vacuumable(
     """Refuse a table the installed Delta (``delta_version``, whose jars support
     ``supported_features``; None when it cannot tell) must not vacuum; return quietly otherwise."""
     reader, writer, features = protocol_features(protocol_json)
+    named = {name.lower() for name in features}  # Delta reads feature names in any case
     if reader > _MAX_READER_VERSION or writer > _MAX_WRITER_VERSION:
         raise VacuumRefused(
             f"the table's protocol (reader version {reader}, writer version {writer}) is newer than "
             f"Delta {delta_version} supports: nothing of it is deleted"
         )
-    catalog = sorted(features.intersection(CATALOG_FEATURES))
+    catalog = sorted(name for name in features if name.lower() in {f.lower() for f in CATALOG_FEATURES})
     if catalog:
         raise VacuumRefused(
             f"the table is catalog-managed ({', '.join(catalog)}): only its catalog may vacuum it, "
             "and Delta refuses a vacuum by path"
         )
-    if COORDINATED_COMMITS_FEATURE in features or properties.get(COORDINATED_COMMITS_PROPERTY):
+    if COORDINATED_COMMITS_FEATURE.lower() in named or properties.get(COORDINATED_COMMITS_PROPERTY):
         raise VacuumRefused(
             "the table has coordinated commits: its newest commits may be known only to its commit "
             "coordinator, so a plan from _delta_log could miss live files"

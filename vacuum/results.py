@@ -18,6 +18,9 @@ KEPT_PROTECTED_PATH = "protected_path"  # under the inventory, history or ledger
 KEPT_UNPARSABLE_KEY = "unparsable_key"  # a key Hadoop's Path cannot parse (e.g. "10:00.log")
 KEPT_NOT_SENDABLE = "not_sendable"  # a key that cannot be sent safely in a DeleteObjects XML body
 KEPT_DELETED_EARLIER = "deleted_earlier"  # the ledger shows it deleted after the inventory was taken
+# an empty folder marker under --delete-with delta: Delta deletes by path, and S3A would take a
+# file of the directory's name written since the inventory for it; the batch delete deletes its key
+KEPT_FOLDER_MARKER = "folder_marker"
 KEPT_DIRECTORY = "directory"  # Delta named a directory it derived from file paths, not an object of S3's
 # an object whose path is also a directory of other objects: a file named like one, or a folder
 # marker with other objects below it

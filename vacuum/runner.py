@@ -53,6 +53,7 @@ from vacuum.plan import (
     inventory_figures,
     inventory_slice,
     not_slice_files,
+    reported_path,
     rows_under,
     table_objects,
     temporary_view,
@@ -429,7 +430,9 @@ def _vacuum(
             _summarise(planned, run)
         if options.collect_candidates:
             run.candidates = _to_arrow(
-                planned.select(F.lit(table.name).alias("table"), "path", "length", "partition")
+                planned.select(
+                    F.lit(table.name).alias("table"), reported_path().alias("path"), "length", "partition"
+                )
             )
         run.deleted_files = run.deleted_bytes = run.remaining_files = 0
         if options.dry_run or run.planned_files == 0:
@@ -563,6 +566,7 @@ def _gated_slice(
             protected_prefixes=protected_prefixes,
             deleted_earlier=deleted,
             check_sendable=run.delete_with == "batch",
+            delete_markers=run.delete_with == "batch",
         )
         .select(*CLASSIFIED_COLUMNS)
         .persist()
@@ -905,7 +909,9 @@ def _send_deletes(
                 "%s: could not release the plan's cached frames: %s", table.name, spark_error_summary(error)
             )
         keys = F.col("key").isNotNull()
-        deleted = outcomes.where(keys & F.col("deleted")).select("path", "bucket", "key", "length")
+        deleted = outcomes.where(keys & F.col("deleted")).select(
+            reported_path().alias("path"), "bucket", "key", "length"
+        )
         # one job over the persisted outcomes: every figure, and the first error
         row = outcomes.agg(
             F.count(F.when(keys & F.col("deleted"), 1)).alias("deleted"),

@@ -261,23 +261,43 @@ def _fingerprint(snapshot) -> str | None:  # type: ignore[no-untyped-def]  # a p
 
 
 # Tables whose snapshot Delta will not load by path for a reason of the table's own: a refusal,
-# named, not a failure (the marker is found in the JVM error's text, its stack trace included)
+# named, not a failure. Matched on the JVM error's messages (its "at" frames left out) ...
 _REFUSED_WHEN_UNREADABLE = (
     (
-        "DELTA_UNSUPPORTED_FEATURES",
+        "delta_unsupported_features",
         "this Delta cannot read the table, so it cannot tell which files are live",
     ),
     (
-        "DELTA_INVALID_PROTOCOL_VERSION",
+        "delta_invalid_protocol_version",
         "this Delta cannot read the table, so it cannot tell which files are live",
     ),
-    ("CATALOG_MANAGED", "the table is catalog-managed: only its catalog may vacuum it"),
-    (
-        "CommitCoordinator",
-        "the table has coordinated commits and its commit coordinator cannot be reached here, so its "
-        "newest commits cannot be read",
-    ),
+    ("catalog_managed", "the table is catalog-managed: only its catalog may vacuum it"),
+    ("catalog-managed", "the table is catalog-managed: only its catalog may vacuum it"),
+    ("catalog-owned", "the table is catalog-owned: only its catalog may vacuum it"),
 )
+# ... and on where one of its errors was thrown: in Delta's coordinated-commits code (a commit
+# coordinator, such as DynamoDB's, whose client is not on this classpath or cannot be reached)
+_COORDINATED_COMMITS_PACKAGE = "org.apache.spark.sql.delta.coordinatedcommits."
+_COORDINATED_COMMITS_REASON = (
+    "the table has coordinated commits and its commit coordinator cannot be reached here, so its "
+    "newest commits cannot be read"
+)
+
+
+def _refusal_of_unreadable(text: str) -> str | None:
+    """The refusal for a snapshot Delta would not load (the JVM error's ``text``), else None."""
+    lines = text.splitlines()
+    messages = " ".join(line for line in lines if not line.strip().startswith("at ")).lower()
+    for marker, reason in _REFUSED_WHEN_UNREADABLE:
+        if marker in messages:
+            return reason
+    # each error of the chain (the first, then every "Caused by:"): where it was thrown
+    starts = [0, *(i for i, line in enumerate(lines) if line.startswith("Caused by:"))]
+    for start in starts:
+        thrown_at = next((line.strip() for line in lines[start + 1 :] if line.strip().startswith("at ")), "")
+        if thrown_at.startswith("at " + _COORDINATED_COMMITS_PACKAGE):
+            return _COORDINATED_COMMITS_REASON
+    return None
 
 
 def _newest_snapshot(spark: SparkSession, uri: str):  # type: ignore[no-untyped-def]  # a py4j object
@@ -288,10 +308,9 @@ def _newest_snapshot(spark: SparkSession, uri: str):  # type: ignore[no-untyped-
             spark._jsparkSession, uri
         )
     except Exception as error:
-        text = str(error)
-        for marker, reason in _REFUSED_WHEN_UNREADABLE:
-            if marker in text:
-                raise VacuumRefused(f"{reason}: {spark_error_summary(error)}") from None
+        reason = _refusal_of_unreadable(str(error))
+        if reason is not None:
+            raise VacuumRefused(f"{reason}: {spark_error_summary(error)}") from None
         if "DeltaLog" in str(error) and "does not exist" in str(error):
             raise VacuumRefused(
                 "this Delta build has no org.apache.spark.sql.delta.DeltaLog (a vendor build?): "
