@@ -28,6 +28,8 @@ from inventory.report_writer import snapshot_bucket
 from inventory.session import PACKAGE_ZIP, package_zip, ship_package, worker_python
 from tests.helpers import cli_json, keys_of, put, rows_at
 
+pytestmark = pytest.mark.line_sensitive
+
 BARE_PATH = "/usr/bin:/bin"  # what cron, CI runners and `env -i` give: no virtualenv, no pyenv
 
 
@@ -162,8 +164,6 @@ CLUSTER_JOB = """
 import json, sys
 from inventory.session import build_spark_session
 from vacuum.execute import delete_in_batches
-
-pytestmark = pytest.mark.line_sensitive
 
 master, python, bucket, *keys = sys.argv[1:]
 spark = build_spark_session("cluster test", {"spark.master": master, "spark.pyspark.python": python})
