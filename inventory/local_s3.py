@@ -74,9 +74,10 @@ class Faults:
     A request matches when its bucket is ``bucket`` (any, if None), its key (object requests) or
     its ``prefix`` parameter (listings) starts with ``prefix``, and its operation is one of
     ``operations`` (any, if empty). DeleteObjects carries its keys in the body, so only its bucket
-    is matched. A matching request then waits ``latency_ms``; past ``max_per_second`` matching
-    requests in the last second it is answered 503 SlowDown, as S3 answers a prefix sending more
-    than its request rate allows; otherwise it is answered 503 SlowDown or 500 InternalError with
+    is matched. A matching request then waits ``latency_ms``; the first ``throttle_first``
+    matching requests, and any past ``max_per_second`` matching requests in the last second, are
+    answered 503 SlowDown, as S3 answers a prefix sending more than its request rate allows;
+    otherwise it is answered 503 SlowDown or 500 InternalError with
     probability ``error_share`` (half each), or its connection is closed unanswered with
     probability ``drop_share``. A dropped request is never executed.
     """
@@ -85,6 +86,7 @@ class Faults:
     drop_share: float = 0.0
     latency_ms: float = 0.0
     max_per_second: float | None = None
+    throttle_first: int = 0
     bucket: str | None = None
     prefix: str = ""
     operations: frozenset[str] = frozenset()
@@ -120,6 +122,7 @@ class LocalS3Server:
         self._faults: Faults | None = None
         self._random = random.Random()
         self._recent: deque[float] = deque()
+        self._matched = 0  # matching requests since inject
         self._injected: Counter[str] = Counter()
         self._in_flight = 0
         self._server: Any = None
@@ -209,6 +212,7 @@ class LocalS3Server:
             self._random = random.Random(faults.seed)
             self._recent.clear()
             self._injected.clear()
+            self._matched = 0
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -230,7 +234,10 @@ class LocalS3Server:
             if not faults.matches(operation, bucket, key, listed):
                 return 0.0, None
             fault = None
-            if faults.max_per_second is not None:
+            self._matched += 1
+            if self._matched <= faults.throttle_first:
+                fault = "throttled"
+            elif faults.max_per_second is not None:
                 now = time.monotonic()
                 while self._recent and now - self._recent[0] > 1.0:
                     self._recent.popleft()

@@ -57,6 +57,12 @@ def test_only_a_failure_inside_delta_s_coordinated_commits_code_reads_as_coordin
         "\tat org.apache.spark.sql.delta.coordinatedcommits.CommitCoordinatorProvider$.<clinit>(C.scala:1)\n"
     )
     assert "coordinated commits" in (_refusal_of_unreadable(coordinator) or "")
+    # Delta 3.3: DynamoDB's coordinator builder, without the table's coordinator configuration
+    builder = (
+        ": java.lang.RuntimeException: dynamoDBTableName not found\n"
+        "\tat io.delta.dynamodbcommitcoordinator.DynamoDBCommitCoordinatorClientBuilder.build(D.java:54)\n"
+    )
+    assert "coordinated commits" in (_refusal_of_unreadable(builder) or "")
     s3_error = (
         "An error occurred while calling z:org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot.\n"
         ": java.io.IOException: connection reset\n"

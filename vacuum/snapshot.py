@@ -277,7 +277,8 @@ _REFUSED_WHEN_UNREADABLE = (
 )
 # ... and on where one of its errors was thrown: in Delta's coordinated-commits code (a commit
 # coordinator, such as DynamoDB's, whose client is not on this classpath or cannot be reached)
-_COORDINATED_COMMITS_PACKAGE = "org.apache.spark.sql.delta.coordinatedcommits."
+# (org.apache.spark.sql.delta.coordinatedcommits, io.delta.dynamodbcommitcoordinator)
+_COORDINATED_COMMITS_CODE = ("coordinatedcommits", "commitcoordinator")
 _COORDINATED_COMMITS_REASON = (
     "the table has coordinated commits and its commit coordinator cannot be reached here, so its "
     "newest commits cannot be read"
@@ -295,7 +296,8 @@ def _refusal_of_unreadable(text: str) -> str | None:
     starts = [0, *(i for i, line in enumerate(lines) if line.startswith("Caused by:"))]
     for start in starts:
         thrown_at = next((line.strip() for line in lines[start + 1 :] if line.strip().startswith("at ")), "")
-        if thrown_at.startswith("at " + _COORDINATED_COMMITS_PACKAGE):
+        where = thrown_at.split("(", 1)[0].lower()
+        if any(name in where for name in _COORDINATED_COMMITS_CODE):
             return _COORDINATED_COMMITS_REASON
     return None
 
