@@ -6,12 +6,13 @@
 # command end to end (an ingest, then a vacuum whose batch delete runs in Spark's Python workers).
 # With arguments, they go to pytest, on each Spark line, and the Python smoke is left out.
 #
-# The default line runs in the foreground; the other runs (the default line's cluster and fault
-# tests, the other lines, then the other Pythons, one after another, each in its own JVM, moto
-# server and pytest temp directory) run beside it, and their output is printed when they end. One
-# run's driver JVM keeps about one of this machine's two cores busy, so two at once take little more
-# than the longer of them.
-# TEST_CONCURRENCY=1 runs everything one after another, in this order, output as it comes.
+# Two streams, each run in its own JVM, moto server and pytest temp directory: in the foreground
+# the default line, then the other Pythons' smoke runs; beside them, one after another, the default
+# line's cluster and fault tests, then the other Spark lines, whose output is printed when they
+# end. One run's driver JVM keeps about one of this machine's two cores busy, so the two streams
+# take little more than the longer of them.
+# TEST_CONCURRENCY=1 runs everything one after another (the default line, the cluster and fault
+# tests, the other lines, the other Pythons), output as it comes.
 #
 #   bash infra/test.sh                                  # everything CI runs
 #   SPARK_LINES=4.2 bash infra/test.sh tests/test_safety.py -x
@@ -95,15 +96,19 @@ run_line() {  # run_line LINE [PYTEST_ARGS...]: the whole suite on the default l
   INVENTORY_VACUUM_SPARK_LINE=$line run "Spark $line" "$(venv_dir "$line")" ${tests[@]+"${tests[@]}"}
 }
 
-others() {  # the other Spark lines, then (with no pytest arguments) the other Pythons' smoke runs
-  local line version
-  if [ $# -eq 0 ] && $default; then  # the default line's files that run beside it
+other_lines() {  # the default line's cluster and fault tests (with no pytest arguments), then the other Spark lines
+  local line
+  if [ $# -eq 0 ] && $default; then
     INVENTORY_VACUUM_SPARK_LINE=$DEFAULT_SPARK_LINE run "Spark $DEFAULT_SPARK_LINE (cluster and faults)" \
       "$(venv_dir "$DEFAULT_SPARK_LINE")" "${default_beside[@]}"
   fi
   for line in $lines; do
     [ "$line" = "$DEFAULT_SPARK_LINE" ] || run_line "$line" "$@"
   done
+}
+
+smoke_pythons() {  # with no pytest arguments: the other Pythons' smoke runs, on the default line
+  local version
   [ $# -eq 0 ] || return 0
   for version in $pythons; do
     [ "$version" = "$DEFAULT_PYTHON_VERSION" ] && continue
@@ -124,18 +129,22 @@ if $default; then
   ensure_venv "$DEFAULT_SPARK_LINE"
 fi
 if [ "$concurrency" -gt 1 ] && $default; then
-  echo "=== the other runs go on beside Spark $DEFAULT_SPARK_LINE; their output follows it" >&2
+  # two streams of about the same length: the default line, then the other Pythons' smoke runs;
+  # beside them the cluster and fault tests, then the other Spark lines
+  echo "=== the other Spark lines go on beside Spark $DEFAULT_SPARK_LINE; their output follows it" >&2
   set -m  # job control for this one job: its own process group, which cleanup can stop whole
-  (no_cache=(-p no:cacheprovider) && others "$@") < /dev/null > "$work/others.log" 2>&1 &
+  (no_cache=(-p no:cacheprovider) && other_lines "$@") < /dev/null > "$work/others.log" 2>&1 &
   beside=$!
   set +m
   run_line "$DEFAULT_SPARK_LINE" "$@"
+  smoke_pythons "$@"
   wait "$beside" || echo "the other runs: FAILED (exit $?)" >> "$summary"
   beside=""
   cat "$work/others.log" >&2
 else
   if $default; then run_line "$DEFAULT_SPARK_LINE" "$@"; fi
-  others "$@"
+  other_lines "$@"
+  smoke_pythons "$@"
 fi
 if ! grep -qE ": (passed|FAILED)" "$summary"; then
   echo "nothing ran: no Spark line in SPARK_LINES and no other Python found or chosen (supported: $SPARK_LINES_SUPPORTED; $PYTHON_VERSIONS_SUPPORTED)" >&2
