@@ -244,12 +244,22 @@ def build_spark_session(
         with _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")):
             spark = builder.getOrCreate()
     except Exception as error:
-        if resolving and "unresolved dependency" in str(error) + _jvm_log_tail():
+        tail = _jvm_log_tail()
+        if resolving and "unresolved dependency" in str(error) + tail:
+            log_path = os.environ.get("INVENTORY_VACUUM_JVM_LOG")
             raise ConfigError(
                 f"the JVM jars {', '.join(jvm_packages())} cannot be had from the Maven repositories "
                 f"this machine reaches: install a delta-spark whose jars are published "
                 f"(the tested pairs: {', '.join(f'pyspark {s} + delta-spark {d}' for s, d in SUPPORTED_LINES.items())})"
+                + (f"; Ivy's report is in {log_path}" if log_path else "")
             ) from None
+        if tail:  # the JVM's own reason is in the file, not on the terminal: show its end
+            lines = tail.splitlines(keepends=True)[-15:]
+            print(
+                f"the JVM did not start; the end of {os.environ.get('INVENTORY_VACUUM_JVM_LOG')}:\n{''.join(lines)}",
+                end="",
+                file=sys.stderr,
+            )
         raise
     check_supported_line(spark.version, jvm_delta_version(spark))
     spark.sparkContext.setLogLevel(os.environ.get("INVENTORY_VACUUM_SPARK_LOG_LEVEL", "ERROR"))
@@ -305,7 +315,8 @@ def _log4j_properties() -> str | None:
 def _jvm_output_to(path: str | None) -> Iterator[None]:
     """While the JVM starts, point this process's stdout and stderr at ``path`` (appended): the JVM
     keeps the descriptors it starts with, so all it prints goes there for its whole life. Python's
-    own output is back on the terminal as soon as the JVM is up."""
+    own output is back on the terminal as soon as the JVM is up (or has failed to start: the
+    caller shows the file's end)."""
     if not path:
         yield
         return
@@ -313,14 +324,10 @@ def _jvm_output_to(path: str | None) -> Iterator[None]:
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    failed = False
     try:
         os.dup2(target, 1)
         os.dup2(target, 2)
         yield
-    except BaseException:
-        failed = True
-        raise
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -328,10 +335,6 @@ def _jvm_output_to(path: str | None) -> Iterator[None]:
         os.dup2(saved[1], 2)
         for descriptor in (*saved, target):
             os.close(descriptor)
-        if failed:  # the JVM's own reason is in the file, not on the terminal: show its end
-            with open(path, encoding="utf-8", errors="replace") as log_file:
-                tail = log_file.readlines()[-15:]
-            print(f"the JVM did not start; the end of {path}:\n{''.join(tail)}", end="", file=sys.stderr)
 
 
 def worker_python(configured: str | None = None, environ: Mapping[str, str] | None = None) -> str:

@@ -4,6 +4,7 @@ which retention RETAIN gets, and which tables the installed Delta may vacuum at 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -204,3 +205,29 @@ def test_a_table_with_only_features_this_delta_supports_is_vacuumed(spark, tmp_p
     options = VacuumOptions(mode="list", dry_run=True)
     run = vacuum_table(spark, table, options, _RunContext("test", None, ()))
     assert run.status == "ok", run.reason
+
+
+def test_a_delta_spark_whose_jars_cannot_be_had_is_refused_in_one_line(tmp_path):
+    """A delta-spark Python package whose jars the Maven registry does not serve (delta-spark
+    4.4.1 was one) stops the command with one line naming the jars, exit 2; Ivy's report goes
+    to the JVM's log file."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, inventory.session as s\n"
+        "s.installed_delta_version = lambda: '0.0.1'\n"
+        "from jobs.cli import main\n"
+        "sys.exit(main(['fetch-jars']))\n"
+    )
+    log = tmp_path / "jvm.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK")}
+    env["INVENTORY_VACUUM_JVM_LOG"] = str(log)
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1, completed.stderr[-2000:]
+    assert "delta-spark" in lines[0] and ":0.0.1" in lines[0] and "cannot be had" in lines[0]
+    assert f"Ivy's report is in {log}" in lines[0] and "unresolved dependency" in log.read_text()
