@@ -34,7 +34,6 @@ from urllib.parse import parse_qs, unquote, urlencode
 from inventory.local_s3 import LocalS3Server, operation_name
 
 MAX_LIST_KEYS = 1000
-AREAS = ("data", "log", "probe", "meta")
 _LOG = "_delta_log/"
 
 

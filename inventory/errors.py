@@ -43,10 +43,6 @@ class VacuumRefused(InventoryVacuumError):
     """A safety gate refused to vacuum a table; the message is the reason."""
 
 
-class DeleteError(InventoryVacuumError):
-    """Some objects could not be deleted even after retries."""
-
-
 _PY4J_CALL = re.compile(r"An error occurred while calling [\w$.:]+\.?$")  # o73.orc, z:pkg.Class.method
 
 

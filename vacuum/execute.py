@@ -69,14 +69,6 @@ def is_sendable(key: str) -> bool:
     )
 
 
-def with_bucket_and_key(frame: DataFrame) -> DataFrame:
-    """Add ``bucket`` and ``key`` columns split from an ``s3a://bucket/key`` ``path`` column."""
-    pattern = r"(?s)^[A-Za-z0-9]+://([^/]+)/(.*)$"
-    return frame.withColumn("bucket", F.regexp_extract("path", pattern, 1)).withColumn(
-        "key", F.regexp_extract("path", pattern, 2)
-    )
-
-
 def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: int | None = None) -> DataFrame:
     """Delete the objects of ``candidates`` (columns ``bucket``, ``key``; ``path`` and ``length``
     are carried through when present) with DeleteObjects.
