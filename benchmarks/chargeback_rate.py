@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(rows: int, folder: Path) -> dict[str, Any]:
+    from core.registry import parse_registry
+    from core.session import build_spark_session
     from inventory.chargeback import chargeback, load_prices, parse_group_by
-    from inventory.registry import parse_registry
-    from inventory.session import build_spark_session
 
     started_at = datetime.now(timezone.utc)
     before = machine()

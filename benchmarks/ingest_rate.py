@@ -1,7 +1,7 @@
 """Ingest rate: rows per second for synthetic S3 Inventory deliveries, Parquet and CSV.
 
 A delivery of R rows (keys of a partitioned warehouse, several storage classes) is written in
-AWS's format by ``inventory.report_writer.write_delivery`` (not timed), then loaded by
+AWS's format by ``inventory.delivery_writer.write_delivery`` (not timed), then loaded by
 ``inventory.load.ingest``, exactly what ``inventory-vacuum ingest`` runs, in one Spark session
 started once (its start is reported apart). A small delivery is ingested first, unrecorded, so
 the measured ingests are the steady state.
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     log.setLevel(logging.INFO)
-    from inventory.local_s3 import LocalS3Server
+    from testing.local_s3 import LocalS3Server
 
     with jvm_output_on_stderr():
         server = LocalS3Server().start()
@@ -107,12 +107,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from core.paths import StorageLocation
+    from core.registry import parse_registry
+    from core.s3 import s3_client
+    from core.session import build_spark_session
+    from inventory.delivery_writer import write_delivery
     from inventory.load import IngestRequest, ingest
-    from inventory.paths import StorageLocation
-    from inventory.registry import parse_registry
-    from inventory.report_writer import write_delivery
-    from inventory.s3 import s3_client
-    from inventory.session import build_spark_session
 
     started_at = datetime.now(timezone.utc)
     before = machine()

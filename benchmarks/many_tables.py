@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     saved_stdout = os.dup(1)
     os.dup2(2, 1)  # the JVM prints to fd 1; the table goes to stdout at the end
-    from inventory.local_s3 import LocalS3Server
+    from testing.local_s3 import LocalS3Server
 
     server = LocalS3Server().start()
     server.use_in_environment()
@@ -341,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
-    from inventory.s3 import s3_client
-    from inventory.session import build_spark_session
+    from core.s3 import s3_client
+    from core.session import build_spark_session
     from tests.helpers import deliver_inventory, ingest_inventory  # the same delivery and ingest as the tests
     from vacuum.snapshot import SNAPSHOT_PARTITIONS
 

@@ -51,8 +51,8 @@ def _sizing(variant: str) -> tuple[int, int]:
 
 def run(server: BenchmarkS3Server, files: int, rounds: int, variants: list[str]) -> dict[str, Any]:
     import vacuum.snapshot as snapshot
-    from inventory.s3 import s3_client
-    from inventory.session import build_spark_session
+    from core.s3 import s3_client
+    from core.session import build_spark_session
 
     mode = MODES["inventory-batch"]
     s3 = s3_client()

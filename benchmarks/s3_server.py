@@ -1,4 +1,4 @@
-"""The benchmarks' S3 server: :class:`inventory.local_s3.LocalS3Server` plus what a benchmark needs.
+"""The benchmarks' S3 server: :class:`testing.local_s3.LocalS3Server` plus what a benchmark needs.
 
 * **Counts by area.** Every request to a benchmarked table's bucket is counted by S3 operation
   and by *area*: ``log`` (the table's ``_delta_log/``), ``data`` (everything else of the table,
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode
 
-from inventory.local_s3 import LocalS3Server, operation_name
+from testing.local_s3 import LocalS3Server, operation_name
 
 MAX_LIST_KEYS = 1000
 _LOG = "_delta_log/"

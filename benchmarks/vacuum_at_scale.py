@@ -212,9 +212,9 @@ class VacuumAtScale:
     # -- building ---------------------------------------------------------------------------
     def prepare(self, files: int, bucket: str) -> tuple[SyntheticTable, float, dict[str, Any]]:
         """Build the table, take and ingest its inventory, add the fresh files, and check it."""
+        from core.paths import StorageLocation
+        from inventory.delivery_writer import snapshot_bucket
         from inventory.load import IngestRequest, ingest
-        from inventory.paths import StorageLocation
-        from inventory.report_writer import snapshot_bucket
 
         self.s3.create_bucket(Bucket=bucket)
         self.server.watch_table(bucket, TABLE_ROOT)
@@ -260,7 +260,7 @@ class VacuumAtScale:
         return table, build_seconds, inventory
 
     def _registry(self, bucket: str) -> Any:
-        from inventory.registry import parse_registry
+        from core.registry import parse_registry
 
         return parse_registry(
             f"tables:\n  - {{name: events, path: 's3://{bucket}/{TABLE_ROOT}', owner: benchmarks}}\n",
@@ -587,8 +587,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | None) -> dict[str, Any]:
     """Every size and mode of one invocation, as the result document."""
-    from inventory.s3 import s3_client
-    from inventory.session import build_spark_session
+    from core.s3 import s3_client
+    from core.session import build_spark_session
 
     started_at = datetime.now(timezone.utc)
     before = machine()

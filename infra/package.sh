@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the zip that spark-submit ships to a cluster's executors with --py-files: the packages
 # inventory/, vacuum/ and jobs/ with their data files (the price file, the analysts' SQL), built
-# by the same function the jobs use when they ship themselves (inventory.session.package_zip).
+# by the same function the jobs use when they ship themselves (core.session.package_zip).
 # Usage: bash infra/package.sh [OUT_DIR]   (default dist/; needs .venv: bash infra/setup.sh, or the
 # Python of another of the project's venvs in INVENTORY_VACUUM_PYTHON)
 #
@@ -11,4 +11,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-dist}"
 mkdir -p "$out"
-"${INVENTORY_VACUUM_PYTHON:-.venv/bin/python}" -c 'import sys; from pathlib import Path; from inventory.session import package_zip; print(package_zip(Path(sys.argv[1])))' "$out"
+"${INVENTORY_VACUUM_PYTHON:-.venv/bin/python}" -c 'import sys; from pathlib import Path; from core.session import package_zip; print(package_zip(Path(sys.argv[1])))' "$out"

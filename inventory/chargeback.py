@@ -39,8 +39,8 @@ import yaml
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory.errors import ConfigError, InventoryTableError, UsageError, spark_error_summary
-from inventory.registry import TableRegistry
+from core.errors import ConfigError, InventoryTableError, UsageError, spark_error_summary
+from core.registry import TableRegistry
 from inventory.schema import prefix_column, with_optional_columns
 from inventory.usage import (
     CURRENT,

@@ -16,8 +16,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from inventory.paths import LOCAL_BUCKET, StorageLocation
-from inventory.s3 import s3_client
+from core.paths import LOCAL_BUCKET, StorageLocation
+from core.s3 import s3_client
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 
 

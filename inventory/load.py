@@ -28,13 +28,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from inventory.errors import InventoryDataError, InventoryVacuumError, spark_error_summary
-from inventory.history import append_run_rows
+from core.errors import InventoryDataError, InventoryVacuumError, spark_error_summary
+from core.paths import StorageLocation
+from core.registry import TableRegistry
+from core.session import job_group, name_jobs
+from core.tables import append_run_rows
 from inventory.manifest import Delivery, find_delivery
-from inventory.paths import StorageLocation
-from inventory.registry import TableRegistry
 from inventory.schema import csv_read_schema, is_current_version, normalise, sql_string, tag_owning_table
-from inventory.session import job_group, name_jobs
 from inventory.usage import CURRENT, DELETE_MARKER, NONCURRENT, usage_aggregate, write_usage
 
 INVENTORY_RUNS_SCHEMA = StructType(

@@ -22,9 +22,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from inventory.errors import DeliveryError, InventoryDataError
-from inventory.paths import StorageLocation
-from inventory.s3 import describe, error_code
+from core.errors import DeliveryError, InventoryDataError
+from core.paths import StorageLocation
+from core.s3 import describe, error_code
 from inventory.schema import FILE_FORMATS, check_file_schema, file_schema_fields
 
 _TIMESTAMP_FOLDER = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2})-(\d{2})Z$")

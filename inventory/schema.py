@@ -22,8 +22,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from inventory.errors import DeliveryError
-from inventory.registry import TableRegistry
+from core.errors import DeliveryError
+from core.registry import TableRegistry
 
 FILE_FORMATS = ("CSV", "ORC", "Parquet")
 

@@ -36,7 +36,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from inventory.errors import spark_error_summary
+from core.errors import spark_error_summary
 from inventory.schema import is_current_version, prefix_column, sql_string, with_optional_columns
 
 log = logging.getLogger("inventory_vacuum")

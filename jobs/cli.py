@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
-from inventory.errors import InventoryVacuumError, UsageError
+from core.errors import InventoryVacuumError, UsageError
 from jobs.output import ConsoleOutput, JsonOutput, Output
 
 if TYPE_CHECKING:
-    from inventory.paths import StorageLocation
+    from core.paths import StorageLocation
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -219,12 +219,12 @@ def run(argv: Sequence[str] | None, out: TextIO) -> int:
 
 
 def _ingest(args: argparse.Namespace, output: Output) -> int:
-    from inventory.history import default_history_location
+    from core.paths import StorageLocation
+    from core.registry import load_registry
+    from core.s3 import s3_client
+    from core.session import build_spark_session
+    from core.tables import default_history_location
     from inventory.load import IngestRequest, ingest
-    from inventory.paths import StorageLocation
-    from inventory.registry import load_registry
-    from inventory.s3 import s3_client
-    from inventory.session import build_spark_session
 
     destination = _s3_destination(args.destination)
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
@@ -246,7 +246,7 @@ def _ingest(args: argparse.Namespace, output: Output) -> int:
 
 
 def _s3_destination(uri: str) -> StorageLocation:
-    from inventory.paths import StorageLocation
+    from core.paths import StorageLocation
 
     destination = StorageLocation.parse(uri, what="--destination")
     if not destination.is_s3:
@@ -255,8 +255,8 @@ def _s3_destination(uri: str) -> StorageLocation:
 
 
 def _snapshot(args: argparse.Namespace, output: Output) -> int:
-    from inventory.report_writer import snapshot_bucket
-    from inventory.s3 import s3_client
+    from core.s3 import s3_client
+    from inventory.delivery_writer import snapshot_bucket
 
     destination = _s3_destination(args.destination)
     result = snapshot_bucket(
@@ -275,10 +275,10 @@ def _snapshot(args: argparse.Namespace, output: Output) -> int:
 def _vacuum(args: argparse.Namespace, output: Output) -> int:
     import json
 
-    from inventory.history import default_history_location
-    from inventory.paths import StorageLocation
-    from inventory.registry import load_registry
-    from inventory.session import build_spark_session
+    from core.paths import StorageLocation
+    from core.registry import load_registry
+    from core.session import build_spark_session
+    from core.tables import default_history_location
     from vacuum.runner import VacuumOptions, vacuum_tables, write_candidates
 
     if args.mode in ("list", "lite") and args.delete_with == "batch":
@@ -337,7 +337,7 @@ def _protected_paths(
     inventory_table: str, history_table: str, ledger_table: str, registry: Any, tables_file: str
 ) -> tuple[str, ...]:
     """Every location no vacuum may delete under: this tool's tables and every registered table."""
-    from inventory.history import default_history_location
+    from core.tables import default_history_location
 
     protected = (
         inventory_table,
@@ -354,7 +354,7 @@ def _protected_paths(
 def _reclaimable_now(args: argparse.Namespace, spark: Any, registry: Any, history_table: str) -> Any:
     """A vacuum dry run of every enabled table, as ``inventory-vacuum vacuum --dry-run`` plans it
     (not recorded in vacuum_runs: a chargeback only reads)."""
-    from inventory.history import default_history_location
+    from core.tables import default_history_location
     from vacuum.runner import VacuumOptions, vacuum_tables
 
     ledger_table = default_history_location(args.inventory_table, "vacuum_deletions")
@@ -370,11 +370,11 @@ def _reclaimable_now(args: argparse.Namespace, spark: Any, registry: Any, histor
 
 
 def _chargeback(args: argparse.Namespace, out: TextIO) -> int:
+    from core.paths import StorageLocation
+    from core.registry import load_registry
+    from core.session import build_spark_session
+    from core.tables import default_history_location
     from inventory.chargeback import chargeback, load_prices, parse_group_by
-    from inventory.history import default_history_location
-    from inventory.paths import StorageLocation
-    from inventory.registry import load_registry
-    from inventory.session import build_spark_session
     from jobs.chargeback_output import render
 
     by = parse_group_by(args.by)
@@ -430,7 +430,7 @@ def _demo(args: argparse.Namespace, output: Output) -> int:
 
 
 def _fetch_jars(args: argparse.Namespace, output: Output) -> int:
-    from inventory.session import build_spark_session
+    from core.session import build_spark_session
 
     spark = build_spark_session("inventory-vacuum fetch-jars")
     spark.range(1).write.format("delta").mode("overwrite").save(
@@ -443,8 +443,8 @@ def _fetch_jars(args: argparse.Namespace, output: Output) -> int:
 def _iam_policy(args: argparse.Namespace, out: TextIO) -> int:
     import json
 
-    from inventory.iam import role_policy
-    from inventory.registry import load_registry
+    from core.registry import load_registry
+    from jobs.iam_policy import role_policy
 
     if args.role == "ingest" and not args.destination:
         raise UsageError("--role ingest needs --destination s3://BUCKET/PREFIX")

@@ -49,7 +49,7 @@ class DemoResult:
 
 def start_local_s3() -> Any:
     """The local S3 server (moto, 127.0.0.1); the AWS variables point boto3 and S3A at it."""
-    from inventory.local_s3 import LocalS3Server
+    from testing.local_s3 import LocalS3Server
 
     server = LocalS3Server().start()
     server.use_in_environment(access_key="demo")
@@ -86,12 +86,12 @@ def build_demo_tables(spark: Any, s3: Any) -> dict[str, str]:
 
 
 def run_demo(workdir: str, output: Output) -> int:
+    from core.paths import StorageLocation
+    from core.registry import load_registry
+    from core.s3 import s3_client
+    from core.session import build_spark_session
+    from inventory.delivery_writer import snapshot_bucket
     from inventory.load import IngestRequest, ingest
-    from inventory.paths import StorageLocation
-    from inventory.registry import load_registry
-    from inventory.report_writer import snapshot_bucket
-    from inventory.s3 import s3_client
-    from inventory.session import build_spark_session
     from vacuum.runner import VacuumOptions, vacuum_tables
 
     folder = Path(workdir)

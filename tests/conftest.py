@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from inventory.local_s3 import LocalS3Server
+from testing.local_s3 import LocalS3Server
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
@@ -33,7 +33,7 @@ DEFAULT_SPARK_LINE = "4.2"  # infra/env.sh's DEFAULT_SPARK_LINE
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[LocalS3Server]:
-    """moto's S3 on 127.0.0.1 behind the counting, limit-enforcing layer of inventory.local_s3."""
+    """moto's S3 on 127.0.0.1 behind the counting, limit-enforcing layer of testing.local_s3."""
     server = LocalS3Server().start()
     saved = {
         k: os.environ.get(k)
@@ -56,7 +56,7 @@ def s3_endpoint(s3_server: LocalS3Server) -> str:
 
 @pytest.fixture(scope="session")
 def spark(s3_endpoint: str):  # type: ignore[no-untyped-def]
-    from inventory.session import build_spark_session
+    from core.session import build_spark_session
 
     session = build_spark_session(
         "inventory-vacuum tests",

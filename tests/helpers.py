@@ -10,8 +10,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from inventory.paths import LOCAL_BUCKET, StorageLocation
-from inventory.report_writer import snapshot_bucket
+from core.paths import LOCAL_BUCKET, StorageLocation
+from inventory.delivery_writer import snapshot_bucket
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.cli import run
 

@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from core.errors import ConfigError, UsageError
+from core.paths import StorageLocation
+from core.registry import parse_registry
 from inventory.chargeback import (
     SQL_QUERIES,
     chargeback,
@@ -31,10 +34,7 @@ from inventory.chargeback import (
     register_views,
     sql_text,
 )
-from inventory.errors import ConfigError, UsageError
-from inventory.paths import StorageLocation
-from inventory.registry import parse_registry
-from inventory.report_writer import snapshot_bucket
+from inventory.delivery_writer import snapshot_bucket
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.chargeback_output import money, render_html, render_text
 from tests.helpers import cli, cli_json

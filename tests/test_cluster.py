@@ -28,8 +28,8 @@ from typing import Any
 import pyspark
 import pytest
 
-from inventory.paths import StorageLocation
-from inventory.report_writer import snapshot_bucket
+from core.paths import StorageLocation
+from inventory.delivery_writer import snapshot_bucket
 from tests.helpers import keys_of, put, rows_at, submitted_json
 
 pytestmark = pytest.mark.cluster
@@ -131,7 +131,7 @@ def _executor_python(tmp: Path) -> str:
 def test_ingest_and_batch_vacuum_on_a_standalone_cluster(
     spark, s3, bucket_factory, s3_endpoint, cluster
 ) -> None:  # type: ignore[no-untyped-def]
-    from inventory.session import jvm_packages
+    from core.session import jvm_packages
 
     tmp = cluster["tmp"]
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")

@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from inventory.paths import StorageLocation
+from core.paths import StorageLocation
 from tests import writers
 from tests.helpers import cli_json, rows_at, take_inventory, write_local_inventory
 from tests.writers import LocalStore, LogView, S3Store, Store
@@ -48,7 +48,7 @@ DAY = 86400.0
 
 
 def _installed_delta() -> tuple[int, ...]:
-    from inventory.session import installed_delta_version, version_tuple
+    from core.session import installed_delta_version, version_tuple
 
     return version_tuple(installed_delta_version())
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.errors import spark_error_summary
+from core.errors import spark_error_summary
 
 pytestmark = pytest.mark.spark_independent
 

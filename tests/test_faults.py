@@ -1,6 +1,6 @@
 """Fault tolerance: the jobs under S3's transient errors, throttling, and a SIGKILL mid-write.
 
-Faults come from the test server's layer (``inventory.local_s3.Faults``): 503 SlowDown and 500
+Faults come from the test server's layer (``testing.local_s3.Faults``): 503 SlowDown and 500
 InternalError answers, connections closed unanswered, latency, and a request-rate limit. Nothing
 here may lose a live file, and a rerun must finish what a killed run started.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from inventory.local_s3 import Faults, LocalS3Server
+from testing.local_s3 import Faults, LocalS3Server
 from tests.helpers import cli_json, deliver_inventory, ingest_inventory, keys_of, put, rows_at, take_inventory
 from tests.test_installed import bare_env, errors_in
 from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file

@@ -3,12 +3,12 @@
 - The Terraform is parsed with python-hcl2: every resource the README promises is there, and the
   vacuum role's only ``s3:DeleteObject`` is built from the tables.yaml-derived local, ``<key>/*``.
 - checkov (infra/checkov.sh, its own virtualenv) finds nothing that is not skipped with a reason.
-- The vacuum policy ``inventory.iam`` renders is enforced by moto's IAM emulation, in a moto
+- The vacuum policy ``jobs.iam_policy`` renders is enforced by moto's IAM emulation, in a moto
   server of its own (the suite's shared server never enforces IAM): real boto3 calls with the
   keys of a user holding only that policy.
 - Where terraform and a local copy of the AWS provider exist, ``terraform validate`` and a
   ``terraform plan`` against that moto server run too, and the per-table statements Terraform
-  renders are compared with inventory.iam's.
+  renders are compared with jobs.iam_policy's.
 
 What none of this proves: that AWS accepts the configuration (no apply against AWS), or that the
 jobs run on EMR Serverless with these roles.
@@ -36,10 +36,10 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from inventory.errors import ConfigError
-from inventory.iam import chargeback_policy, ingest_policy, role_policy, table_statements, vacuum_policy
-from inventory.paths import StorageLocation
-from inventory.registry import load_registry, parse_registry
+from core.errors import ConfigError
+from core.paths import StorageLocation
+from core.registry import load_registry, parse_registry
+from jobs.iam_policy import chargeback_policy, ingest_policy, role_policy, table_statements, vacuum_policy
 
 pytestmark = pytest.mark.spark_independent
 
@@ -352,7 +352,7 @@ def test_checkov_finds_nothing_unexplained() -> None:
     print(f"checkov: {time.monotonic() - started:.1f}s; {re.search(r'Passed checks.*', output)}")
 
 
-# ---- inventory.iam, the renderer -----------------------------------------------------------------
+# ---- jobs.iam_policy, the renderer -----------------------------------------------------------------
 
 
 def _allows(policy: dict[str, Any], action: str, resource: str, prefix: str | None = None) -> bool:
@@ -736,7 +736,7 @@ def test_terraform_validates_and_plans_the_policy_inventory_iam_renders(
     plan = json.loads(terraform_run("show", "-json", "plan.bin"))
     resources = {r["address"]: r for r in plan["planned_values"]["root_module"]["resources"]}
 
-    # the per-table statements are known at plan time: Terraform's rendering is inventory.iam's
+    # the per-table statements are known at plan time: Terraform's rendering is jobs.iam_policy's
     rendered = json.loads(resources["aws_iam_policy.vacuum_tables[0]"]["values"]["policy"])
     expected = table_statements(load_registry(str(EXAMPLE_TABLES)))
     assert _normalised(rendered["Statement"]) == _normalised(expected)

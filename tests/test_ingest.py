@@ -15,9 +15,9 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from inventory.paths import StorageLocation
-from inventory.registry import parse_registry
-from inventory.report_writer import snapshot_bucket
+from core.paths import StorageLocation
+from core.registry import parse_registry
+from inventory.delivery_writer import snapshot_bucket
 from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA, tag_owning_table
 from tests.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
 from tests.helpers import cli, cli_json, keys_of, put, submitted_json
@@ -578,7 +578,7 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
 
 def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
     """``spark-submit jobs/*.py``: the cluster entry points, in local mode, as a user runs them."""
-    from inventory.session import jvm_packages
+    from core.session import jvm_packages
 
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     spark.range(3).write.format("delta").save(f"s3a://{source}/tables/t")

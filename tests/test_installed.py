@@ -23,9 +23,9 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from inventory.paths import StorageLocation
-from inventory.report_writer import snapshot_bucket
-from inventory.session import PACKAGE_ZIP, package_zip, ship_package, worker_python
+from core.paths import StorageLocation
+from core.session import PACKAGE_ZIP, package_zip, ship_package, worker_python
+from inventory.delivery_writer import snapshot_bucket
 from tests.helpers import cli_json, keys_of, put, rows_at
 
 pytestmark = pytest.mark.line_sensitive
@@ -80,7 +80,7 @@ def test_package_zip_holds_the_packages_as_the_driver_imports_them(tmp_path):
     archive = package_zip(tmp_path)
     assert archive is not None and archive.name == PACKAGE_ZIP
     names = set(zipfile.ZipFile(archive).namelist())
-    assert {"inventory/__init__.py", "inventory/session.py", "vacuum/execute.py", "jobs/cli.py"} <= names
+    assert {"inventory/__init__.py", "core/session.py", "vacuum/execute.py", "jobs/cli.py"} <= names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
@@ -162,7 +162,7 @@ def test_installed_command_batch_deletes_with_a_bare_path(spark, s3, bucket_fact
 
 CLUSTER_JOB = """
 import json, sys
-from inventory.session import build_spark_session
+from core.session import build_spark_session
 from vacuum.execute import delete_in_batches
 
 master, python, bucket, *keys = sys.argv[1:]

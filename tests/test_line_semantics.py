@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from inventory.errors import ConfigError, VacuumRefused
-from inventory.paths import StorageLocation
+from core.errors import ConfigError, VacuumRefused
+from core.paths import StorageLocation
 from vacuum.gates import RETENTION_WINDOW_IGNORE, effective_retention_hours, retain_is_honoured
 
 pytestmark = pytest.mark.line_sensitive
@@ -77,7 +77,7 @@ def test_only_a_failure_inside_delta_s_coordinated_commits_code_reads_as_coordin
 
 @pytest.mark.spark_independent
 def test_only_the_tested_spark_and_delta_pairs_are_accepted():
-    from inventory.session import SUPPORTED_LINES, check_supported_line
+    from core.session import SUPPORTED_LINES, check_supported_line
 
     for spark_minor, delta_minor in SUPPORTED_LINES.items():
         check_supported_line(f"{spark_minor}.1", f"{delta_minor}.0")
@@ -90,7 +90,7 @@ def test_only_the_tested_spark_and_delta_pairs_are_accepted():
 def test_the_jars_are_the_ones_built_for_the_installed_spark_minor(spark):
     import pyspark
 
-    from inventory.session import jvm_delta_version, jvm_packages, minor, version_tuple
+    from core.session import jvm_delta_version, jvm_packages, minor, version_tuple
 
     delta_jar, hadoop_aws = jvm_packages()
     delta = jvm_delta_version(spark)  # what the session's JVM runs
@@ -179,7 +179,7 @@ REFUSED_PROTOCOLS = [
 def test_a_table_this_delta_must_not_vacuum_is_refused_before_any_plan(
     spark, tmp_path, protocol, configuration, cause
 ):
-    from inventory.registry import RegisteredTable
+    from core.registry import RegisteredTable
     from vacuum.runner import VacuumOptions, _RunContext, vacuum_table
 
     uri = _table_by_hand(tmp_path / "t", protocol, configuration)
@@ -195,7 +195,7 @@ def test_a_table_this_delta_must_not_vacuum_is_refused_before_any_plan(
 
 def test_a_table_with_only_features_this_delta_supports_is_vacuumed(spark, tmp_path):
     """The same hand-made log with a supported writer feature: the check lets it through."""
-    from inventory.registry import RegisteredTable
+    from core.registry import RegisteredTable
     from vacuum.runner import VacuumOptions, _RunContext, vacuum_table
 
     uri = _table_by_hand(
@@ -215,7 +215,7 @@ def test_a_delta_spark_whose_jars_cannot_be_had_is_refused_in_one_line(tmp_path)
     import sys
 
     script = (
-        "import sys, inventory.session as s\n"
+        "import sys, core.session as s\n"
         "s.installed_delta_version = lambda: '0.0.1'\n"
         "from jobs.cli import main\n"
         "sys.exit(main(['fetch-jars']))\n"

@@ -4,9 +4,9 @@ from datetime import date
 
 import pytest
 
-from inventory.errors import DeliveryError, InventoryDataError
+from core.errors import DeliveryError, InventoryDataError
+from core.paths import StorageLocation
 from inventory.manifest import find_delivery
-from inventory.paths import StorageLocation
 from tests.deliveries import CSV_SCHEMA, csv_gz, put_delivery
 
 pytestmark = pytest.mark.smoke

@@ -10,8 +10,8 @@ from urllib.parse import unquote
 import pytest
 from pyspark.sql import functions as F
 
-from inventory.errors import VacuumRefused
-from inventory.paths import LOCAL_BUCKET, StorageLocation
+from core.errors import VacuumRefused
+from core.paths import LOCAL_BUCKET, StorageLocation
 from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
 from tests.helpers import keys_of, put
 from vacuum.execute import MAX_KEYS_PER_REQUEST, delete_in_batches, delete_keys

@@ -1,8 +1,8 @@
 import pytest
 
-from inventory.errors import ConfigError, UsageError
-from inventory.paths import StorageLocation
-from inventory.registry import load_registry, parse_registry
+from core.errors import ConfigError, UsageError
+from core.paths import StorageLocation
+from core.registry import load_registry, parse_registry
 
 pytestmark = pytest.mark.smoke
 

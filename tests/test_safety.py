@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from inventory.errors import VacuumRefused
+from core.errors import VacuumRefused
 from tests.helpers import (
     cli,
     cli_json,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from inventory.paths import StorageLocation
-from inventory.registry import parse_registry
+from core.paths import StorageLocation
+from core.registry import parse_registry
 from tests.helpers import cli, cli_json, keys_of, put, rows_at, take_inventory
 from tests.tables import referenced_files
 
@@ -522,7 +522,7 @@ def test_flat_mode_plans_like_inventory_mode_from_one_flat_listing(spark, s3, s3
 def test_batch_delete_of_a_listing_plan_reports_unknown_bytes_not_zero(spark, s3, lake):
     """A listing plan knows no sizes (only the Python API lets it delete with batch): the bytes
     deleted are unknown (null), never a measured-looking 0, and the files are still counted."""
-    from inventory.registry import load_registry
+    from core.registry import load_registry
     from vacuum.runner import VacuumOptions, vacuum_tables
 
     registry = load_registry(registry_file(lake["tmp"], {"events": lake["uri"]}))
@@ -538,7 +538,7 @@ def test_batch_delete_of_a_listing_plan_reports_unknown_bytes_not_zero(spark, s3
 
 def _retain_is_ignored(spark) -> bool:
     """Delta 4.1 on ignores ``RETAIN n HOURS`` unless n is 0 (its internal setting's default)."""
-    from inventory.session import jvm_delta_version, version_tuple
+    from core.session import jvm_delta_version, version_tuple
 
     return version_tuple(jvm_delta_version(spark))[:2] >= (4, 1)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from inventory.errors import VacuumRefused
+from core.errors import VacuumRefused
 
 RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 

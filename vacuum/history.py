@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from inventory.history import append_run_rows
+from core.tables import append_run_rows
 
 if TYPE_CHECKING:
     from vacuum.results import TableRun

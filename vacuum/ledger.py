@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from inventory.errors import spark_error_summary
+from core.errors import spark_error_summary
 
 log = logging.getLogger("inventory_vacuum")
 _APPEND_LOCK = threading.Lock()

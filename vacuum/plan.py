@@ -25,7 +25,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory.paths import LOCAL_BUCKET, StorageLocation
+from core.paths import LOCAL_BUCKET, StorageLocation
 from inventory.schema import VACUUM_INVENTORY_SCHEMA, is_current_version
 from vacuum.execute import sendable_key
 from vacuum.results import (

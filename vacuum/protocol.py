@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from inventory.errors import VacuumRefused
+from core.errors import VacuumRefused
 
 # The first open-source Delta release whose jars support each table feature (read from the
 # feature list of each release's TableFeature.scala); anything not listed is in none up to 4.4.

@@ -30,13 +30,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory.errors import InventoryTableError, InventoryVacuumError, VacuumRefused, spark_error_summary
+from core.errors import InventoryTableError, InventoryVacuumError, VacuumRefused, spark_error_summary
+from core.paths import StorageLocation
+from core.registry import RegisteredTable
+from core.s3 import describe, s3_client
+from core.session import job_group, jvm_delta_version, name_jobs, version_tuple
 from inventory.listing import listing_inventory
-from inventory.paths import StorageLocation
-from inventory.registry import RegisteredTable
-from inventory.s3 import describe, s3_client
 from inventory.schema import INVENTORY_TABLE_SCHEMA
-from inventory.session import job_group, jvm_delta_version, name_jobs, version_tuple
 from vacuum import gates
 from vacuum.execute import delete_in_batches
 from vacuum.history import record_vacuum_runs

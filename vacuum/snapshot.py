@@ -24,8 +24,8 @@ from decimal import Decimal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from inventory.errors import VacuumRefused, spark_error_summary
-from inventory.paths import StorageLocation
+from core.errors import VacuumRefused, spark_error_summary
+from core.paths import StorageLocation
 from vacuum.protocol import COORDINATED_COMMITS_PROPERTY, check_vacuumable
 
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
@@ -61,14 +61,14 @@ class TableState:
     @property
     def bucket(self) -> str:
         """The bucket of the table (``_local`` for a local table), as the inventory names it."""
-        from inventory.paths import StorageLocation
+        from core.paths import StorageLocation
 
         return StorageLocation.parse(self.qualified_location, what="table location").bucket
 
     @property
     def key_prefix(self) -> str:
         """The key of the table's root with a trailing slash, as the inventory's ``key`` starts."""
-        from inventory.paths import StorageLocation
+        from core.paths import StorageLocation
 
         return StorageLocation.parse(self.qualified_location, what="table location").key + "/"
 
@@ -134,7 +134,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
 def _check_vacuumable(spark: SparkSession, snapshot) -> None:  # type: ignore[no-untyped-def]
     """Refuse a table this Delta must not vacuum (:mod:`vacuum.protocol`), then ask Delta's own
     write-protocol check, which a vacuum makes first (``vacuumProtocolCheck``)."""
-    from inventory.session import jvm_delta_version
+    from core.session import jvm_delta_version
 
     delta_version = jvm_delta_version(spark)
     protocol = snapshot.protocol()
@@ -442,7 +442,7 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
     key = f"{location.key}/_delta_log/_last_checkpoint"
     try:
         if location.is_s3:
-            from inventory.s3 import s3_client
+            from core.s3 import s3_client
 
             text = s3_client().get_object(Bucket=location.bucket, Key=key)["Body"].read()
         else:

@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from inventory.paths import LOCAL_BUCKET
+from core.paths import LOCAL_BUCKET
 
 _PAGE = 1000
 

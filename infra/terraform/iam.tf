@@ -1,4 +1,4 @@
-# Three job roles, each with only what its job does (see inventory/iam.py, which renders the same
+# Three job roles, each with only what its job does (see jobs/iam_policy.py, which renders the same
 # S3 statements for users without Terraform: `inventory-vacuum iam-policy`).
 
 locals {

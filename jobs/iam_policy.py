@@ -15,7 +15,7 @@ policy's size); with every table in one policy the S3 statements are exactly the
   ``inventory_runs`` and ``inventory_usage``; it deletes nothing.
 - **chargeback** reads the inventory table and its four siblings.
 
-The history tables are the siblings :func:`inventory.history.default_history_location` names (the
+The history tables are the siblings :func:`core.tables.default_history_location` names (the
 defaults of ``--runs-table``, ``--history-table`` and so on). Listing is limited by ``s3:prefix``.
 A location's own key (``warehouse/events``) and the warehouse prefix (``warehouse``) are readable
 and listable as exact names because Hadoop's S3A probes them with a HEAD and a one-key LIST
@@ -25,8 +25,8 @@ caller may list that name.
 Example::
 
     import json
-    from inventory.iam import vacuum_policy
-    from inventory.registry import parse_registry
+    from jobs.iam_policy import vacuum_policy
+    from core.registry import parse_registry
 
     registry = parse_registry(
         "tables:\\n  - {name: events, path: s3://lake/warehouse/events, owner: growth}\\n"
@@ -42,10 +42,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from inventory.errors import ConfigError
-from inventory.history import default_history_location
-from inventory.paths import StorageLocation
-from inventory.registry import TableRegistry
+from core.errors import ConfigError
+from core.paths import StorageLocation
+from core.registry import TableRegistry
+from core.tables import default_history_location
 
 INVENTORY_TABLES = ("inventory_runs", "inventory_usage")
 VACUUM_TABLES = ("vacuum_runs", "vacuum_deletions")

@@ -12,8 +12,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from inventory.errors import ConfigError
-from inventory.paths import StorageLocation
+from core.errors import ConfigError
+from core.paths import StorageLocation
 
 # Adaptive retries back off on 503 SlowDown and throttling, which S3 returns under load.
 _CLIENT_CONFIG = Config(retries={"max_attempts": 10, "mode": "adaptive"}, max_pool_connections=32)

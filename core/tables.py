@@ -10,8 +10,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, DateType, StructType, TimestampType
 
-from inventory.errors import spark_error_summary
-from inventory.paths import StorageLocation
+from core.errors import spark_error_summary
+from core.paths import StorageLocation
 
 log = logging.getLogger("inventory_vacuum")
 

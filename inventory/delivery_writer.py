@@ -26,10 +26,10 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 from botocore.exceptions import BotoCoreError, ClientError
 
-from inventory.errors import DeliveryError, UsageError
+from core.errors import DeliveryError, UsageError
+from core.paths import StorageLocation
+from core.s3 import describe
 from inventory.manifest import config_prefix
-from inventory.paths import StorageLocation
-from inventory.s3 import describe
 
 # (snake name, CSV name, Arrow type, Parquet fileSchema line, ORC type), in AWS's column order.
 _FIELDS = [

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from inventory.errors import ConfigError, UsageError
-from inventory.paths import StorageLocation
+from core.errors import ConfigError, UsageError
+from core.paths import StorageLocation
 
 _REQUIRED_KEYS = ("name", "path", "owner")
 _OPTIONAL_KEYS = ("retain_hours", "enabled")
@@ -106,7 +106,7 @@ def load_registry(source: str) -> TableRegistry:
         registry.get("events").location.bucket
     """
     if source.startswith(("s3://", "s3a://", "s3n://")):
-        from inventory.s3 import read_object_text
+        from core.s3 import read_object_text
 
         text = read_object_text(StorageLocation.parse(source, what="tables file"))
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inventory.errors import ConfigError
+from core.errors import ConfigError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 SUPPORTED_SCHEMES = (*S3_SCHEMES, "file")

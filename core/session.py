@@ -29,7 +29,7 @@ from pathlib import Path
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from inventory.errors import ConfigError
+from core.errors import ConfigError
 
 # hadoop-aws must match the Hadoop that Spark bundles (jars/hadoop-client-api-<version>.jar): 3.5.0
 # for pyspark 4.2, 3.4.1 for 4.0, 3.3.4 for 3.5. It brings the AWS SDK it was built against (v2 for
@@ -50,7 +50,7 @@ S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 # The packages Spark tasks import (e.g. vacuum.execute's batch delete), shipped to the executors
 # as one zip under this name; a file of this name already given to spark-submit --py-files wins.
-PACKAGES = ("inventory", "vacuum", "jobs")
+PACKAGES = ("core", "inventory", "vacuum", "jobs")
 PACKAGE_ZIP = "inventory_vacuum.zip"
 
 # local, local[4], local[*], local[4,2]: tasks run in the driver's process, on the driver's machine.
