@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     from core.s3 import s3_client
     from core.session import build_spark_session
-    from tests.helpers import deliver_inventory, ingest_inventory  # the same delivery and ingest as the tests
+    from tests.support.helpers import deliver_inventory, ingest_inventory  # as the tests deliver and ingest
     from vacuum.snapshot import SNAPSHOT_PARTITIONS
 
     started_at = datetime.now(timezone.utc)

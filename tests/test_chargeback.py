@@ -37,8 +37,7 @@ from inventory.chargeback import (
 from inventory.delivery_writer import snapshot_bucket
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.chargeback_output import money, render_html, render_text
-from tests.helpers import cli, cli_json
-from tests.test_safety import lake_with_junk  # noqa: F401  (the fixture)
+from tests.support.helpers import cli, cli_json
 
 GIB = 2**30
 TAKEN = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)

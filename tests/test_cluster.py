@@ -30,7 +30,7 @@ import pytest
 
 from core.paths import StorageLocation
 from inventory.delivery_writer import snapshot_bucket
-from tests.helpers import keys_of, put, rows_at, submitted_json
+from tests.support.helpers import keys_of, put, rows_at, submitted_json
 
 pytestmark = pytest.mark.cluster
 

@@ -1,7 +1,7 @@
 """Cross-writer matrix: the vacuum on tables written by delta-rs and by Delta-Spark with table
 features, each with a real history that leaves garbage (tables: ``CASES``; writers: writers.py).
 
-For every table the expected garbage is computed without the product (tests/writers.py replays the
+For every table the expected garbage is computed without the product (tests/support/writers.py replays the
 table's JSON log in Python and lists its storage): files under the table that the latest snapshot
 does not reference (data files and their deletion-vector files), not hidden, older than the
 table's 1-second retention. Local tables and the S3 ones share one inventory table; three runs of
@@ -38,9 +38,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.paths import StorageLocation
-from tests import writers
-from tests.helpers import cli_json, rows_at, take_inventory, write_local_inventory
-from tests.writers import LocalStore, LogView, S3Store, Store
+from tests.support import writers
+from tests.support.helpers import cli_json, rows_at, take_inventory, write_local_inventory
+from tests.support.writers import LocalStore, LogView, S3Store, Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.line_sensitive]
 

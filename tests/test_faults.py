@@ -19,9 +19,18 @@ from typing import Any
 import pytest
 
 from testing.local_s3 import Faults, LocalS3Server
-from tests.helpers import cli_json, deliver_inventory, ingest_inventory, keys_of, put, rows_at, take_inventory
-from tests.test_installed import bare_env, errors_in
-from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file
+from tests.support.helpers import (
+    cli_json,
+    deliver_inventory,
+    ingest_inventory,
+    keys_of,
+    put,
+    registry_file,
+    rows_at,
+    take_inventory,
+)
+from tests.support.processes import bare_env, errors_in
+from tests.support.tables import make_table, referenced_keys
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 

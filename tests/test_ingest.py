@@ -19,8 +19,8 @@ from core.paths import StorageLocation
 from core.registry import parse_registry
 from inventory.delivery_writer import snapshot_bucket
 from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA, tag_owning_table
-from tests.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
-from tests.helpers import cli, cli_json, keys_of, put, submitted_json
+from tests.support.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
+from tests.support.helpers import cli, cli_json, keys_of, put, submitted_json
 
 SPECIAL_KEYS = [
     "warehouse/events/date=2024-01-01/part-0.parquet",

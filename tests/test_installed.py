@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -26,41 +25,10 @@ import pytest
 from core.paths import StorageLocation
 from core.session import PACKAGE_ZIP, package_zip, ship_package, worker_python
 from inventory.delivery_writer import snapshot_bucket
-from tests.helpers import cli_json, keys_of, put, rows_at
+from tests.support.helpers import cli_json, keys_of, put, rows_at
+from tests.support.processes import bare_env, errors_in
 
 pytestmark = pytest.mark.line_sensitive
-
-BARE_PATH = "/usr/bin:/bin"  # what cron, CI runners and `env -i` give: no virtualenv, no pyenv
-
-
-def java_home() -> str | None:
-    """The JDK the tests run with, for a child whose PATH may not reach it."""
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    java = shutil.which("java")
-    return str(Path(java).resolve().parent.parent) if java else None
-
-
-def bare_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A minimal environment, as a scheduler gives it: HOME (Ivy's jar cache), a bare PATH, the
-    S3 settings of the test server, and JAVA_HOME (the tests' JDK may not be on that PATH)."""
-    env = {"HOME": os.environ["HOME"], "PATH": BARE_PATH, "TMPDIR": str(tmp_path)}
-    env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
-    home = java_home()
-    if home:
-        env["JAVA_HOME"] = home
-    env.update(extra)
-    return env
-
-
-def errors_in(stderr: str) -> str:
-    """What a failed child's stderr says went wrong (a Spark job's last lines are its shutdown)."""
-    lines = [
-        line
-        for line in stderr.splitlines()
-        if ("Error" in line or "Exception" in line) and not line.lstrip().startswith("at ")
-    ]
-    return "\n".join(lines[:30]) or stderr[-3000:]
 
 
 def test_worker_python_is_the_users_choice_else_the_drivers():

@@ -7,7 +7,7 @@ import pytest
 from core.errors import DeliveryError, InventoryDataError
 from core.paths import StorageLocation
 from inventory.manifest import find_delivery
-from tests.deliveries import CSV_SCHEMA, csv_gz, put_delivery
+from tests.support.deliveries import CSV_SCHEMA, csv_gz, put_delivery
 
 pytestmark = pytest.mark.smoke
 

@@ -13,9 +13,10 @@ from pyspark.sql import functions as F
 from core.errors import VacuumRefused
 from core.paths import LOCAL_BUCKET, StorageLocation
 from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
-from tests.helpers import keys_of, put
+from tests.support.helpers import keys_of, put
+from tests.support.planner import slice_of
 from vacuum.execute import MAX_KEYS_PER_REQUEST, delete_in_batches, delete_keys
-from vacuum.plan import classify_objects, delta_inventory, inventory_slice, table_objects
+from vacuum.plan import delta_inventory
 from vacuum.snapshot import TableState, load_table_state
 
 
@@ -67,13 +68,6 @@ KEYS = [
     "w/events",
     "w/other/part-0.parquet",
 ]
-
-
-def slice_of(inventory, location: StorageLocation, table_state: TableState, **kwargs):
-    """The planner's slice with nothing nested, protected or ledgered unless given."""
-    options = {"nested_roots": (), "protected_prefixes": (), "deleted_earlier": None, "check_sendable": False}
-    classified = classify_objects(table_objects(inventory, location), table_state, **{**options, **kwargs})
-    return inventory_slice(classified, table_state)
 
 
 def relative_paths(frame) -> set[str]:
@@ -307,8 +301,8 @@ def test_a_plan_naming_a_deletion_vector_file_still_read_is_caught(spark, tmp_pa
     file, or of a tombstone inside the retention window, is refused like the data file itself.
     Two DELETEs on the same files: the second replaces the first's vectors (tombstones' vectors,
     kept for a week). The live vectors' paths are checked against the log replayed in Python
-    (tests/writers.py), under Delta's random prefixes too."""
-    from tests import writers
+    (tests/support/writers.py), under Delta's random prefixes too."""
+    from tests.support import writers
     from vacuum.plan import candidate_details, check_plan
     from vacuum.snapshot import live_relative_path
 

@@ -53,8 +53,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.helpers import cli_json, rows_at, take_inventory
-from tests.test_vacuum_s3 import referenced_keys, registry_file
+from tests.support.helpers import cli_json, registry_file, rows_at, take_inventory
+from tests.support.tables import referenced_keys
 
 pytestmark = pytest.mark.slow
 

@@ -16,18 +16,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.errors import VacuumRefused
-from tests.helpers import (
+from tests.support.helpers import (
     cli,
     cli_json,
     deliver_inventory,
     ingest_inventory,
     keys_of,
     put,
+    registry_file,
     rows_at,
     take_inventory,
     write_local_inventory,
 )
-from tests.test_vacuum_s3 import make_table, referenced_keys, registry_file
+from tests.support.tables import make_table, referenced_keys
 from vacuum import gates
 
 pytestmark = pytest.mark.line_sensitive
@@ -247,36 +248,6 @@ def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gon
     assert code == 0, again["reason"]
     assert (again["planned_files"], again["deleted_files"]) == (0, 0)
     assert again["kept"]["deleted_earlier"] == len(lake["expected"])
-
-
-@pytest.fixture
-def lake_with_junk(spark, s3, bucket_factory, tmp_path):
-    source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
-    uri = make_table(spark, source)
-    put(s3, source, "events/day=2024-01-01/orphan-1.parquet", "events/day=2024-01-02/orphan-2.parquet")
-    put(s3, source, "events/10:00.log", "events/day=2024-01-02/x:y.parquet")  # keys Hadoop may reject
-    time.sleep(3)
-    inventory = f"s3://{inventory_bucket}/tables/inventory"
-    take_inventory(s3, source, inventory_bucket, inventory)
-    live = referenced_keys(spark, uri)
-    expected = (
-        {
-            k
-            for k in keys_of(s3, source, "events/")
-            if "/_" not in "/" + k[len("events/") :] and "/." not in "/" + k[len("events/") :]
-        }
-        - live
-        - {"events/10:00.log"}
-    )
-    return {
-        "bucket": source,
-        "uri": uri,
-        "inventory": inventory,
-        "inventory_bucket": inventory_bucket,
-        "ledger": f"s3://{inventory_bucket}/tables/vacuum_deletions",
-        "registry": registry_file(tmp_path, {"events": f"s3://{source}/events"}),
-        "expected": expected,
-    }
 
 
 def test_keys_delta_cannot_parse_are_kept_and_counted(spark, s3, lake_with_junk):

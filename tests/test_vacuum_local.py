@@ -6,8 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from tests.helpers import cli_json, rows_at, write_local_inventory
-from tests.tables import all_versions_readable, create_history_table, files_under, referenced_files
+from tests.support.helpers import cli_json, rows_at, write_local_inventory
+from tests.support.tables import all_versions_readable, create_history_table, files_under, referenced_files
 
 
 def write_registry(path: Path, **tables: Path) -> str:

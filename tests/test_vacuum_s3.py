@@ -6,14 +6,12 @@ import csv
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from core.paths import StorageLocation
-from core.registry import parse_registry
-from tests.helpers import cli, cli_json, keys_of, put, rows_at, take_inventory
-from tests.tables import referenced_files
+from tests.support.helpers import cli, cli_json, keys_of, put, registry_file, rows_at, take_inventory
+from tests.support.tables import make_table, referenced_keys
 
 pytestmark = pytest.mark.line_sensitive
 
@@ -25,34 +23,6 @@ HIDDEN_AND_NEIGHBOURS = [
     "elsewhere/file.bin",
 ]
 JUNK = ["events/day=2024-01-01/orphan.parquet", "events/orphan-at-root.parquet"]
-
-
-def make_table(spark, bucket: str, name: str = "events", retention: str = "interval 2 seconds") -> str:
-    """A partitioned table on S3 whose overwrite leaves removed files behind."""
-    uri = f"s3a://{bucket}/{name}"
-    spark.sql(
-        f"CREATE TABLE delta.`{uri}` (id BIGINT, day STRING) USING delta PARTITIONED BY (day) "
-        f"TBLPROPERTIES ('delta.deletedFileRetentionDuration' = '{retention}')"
-    )
-    frame = spark.createDataFrame([(i, f"2024-01-0{i % 2 + 1}") for i in range(10)], "id bigint, day string")
-    frame.write.format("delta").mode("append").save(uri)
-    frame.where("day = '2024-01-01'").write.format("delta").mode("overwrite").option(
-        "replaceWhere", "day = '2024-01-01'"
-    ).save(uri)
-    return uri
-
-
-def registry_file(tmp_path: Path, entries: dict[str, str]) -> str:
-    path = tmp_path / "tables.yaml"
-    path.write_text(
-        "tables:\n" + "".join(f"  - {{name: {n}, path: '{p}', owner: team}}\n" for n, p in entries.items())
-    )
-    parse_registry(path.read_text())
-    return str(path)
-
-
-def referenced_keys(spark, uri: str) -> set[str]:
-    return {p.lstrip("/") for p in referenced_files(spark, uri)}
 
 
 @pytest.fixture
@@ -162,7 +132,7 @@ def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_facto
 
 
 def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lake):
-    from tests.test_plan_and_delete import slice_of
+    from tests.support.planner import slice_of
     from vacuum.plan import candidate_details, delta_inventory, dry_run_candidates, temporary_view, vacuum_sql
     from vacuum.results import TableRun
     from vacuum.runner import _delete_batch, _RunContext, _summarise, read_inventory
@@ -197,7 +167,7 @@ def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypat
     from moto.s3.models import s3_backends
     from pyspark.sql import functions as F
 
-    from tests.test_plan_and_delete import slice_of
+    from tests.support.planner import slice_of
     from vacuum import runner
     from vacuum.plan import candidate_details, delta_inventory, dry_run_candidates, temporary_view, vacuum_sql
     from vacuum.results import TableRun

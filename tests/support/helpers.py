@@ -1,4 +1,4 @@
-"""Test helpers: run the command line in-process, build inventories of local tables."""
+"""Run the command line in-process, write registries, put objects, build and ingest inventories."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from core.paths import LOCAL_BUCKET, StorageLocation
+from core.registry import parse_registry
 from inventory.delivery_writer import snapshot_bucket
 from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.cli import run
@@ -38,6 +39,16 @@ def submitted_json(stdout: str) -> dict[str, Any]:
     if lines and lines[0].startswith(":: loading settings :: ") and pyspark.__version__.startswith("3."):
         lines = lines[1:]
     return dict(json.loads("\n".join(lines)))
+
+
+def registry_file(tmp_path: Path, entries: dict[str, str]) -> str:
+    """A tables.yaml registering each ``name: path`` (owner ``team``), checked by the registry's parser."""
+    path = tmp_path / "tables.yaml"
+    path.write_text(
+        "tables:\n" + "".join(f"  - {{name: {n}, path: '{p}', owner: team}}\n" for n, p in entries.items())
+    )
+    parse_registry(path.read_text())
+    return str(path)
 
 
 def put(s3: Any, bucket: str, *keys: str, body: bytes = b"x") -> None:

@@ -1,4 +1,4 @@
-"""Real Delta tables with real histories, for the vacuum tests."""
+"""Real Delta tables with real histories, for the vacuum tests, and what their snapshots reference."""
 
 from __future__ import annotations
 
@@ -49,6 +49,23 @@ def create_history_table(
     ]
 
 
+def make_table(
+    spark: SparkSession, bucket: str, name: str = "events", retention: str = "interval 2 seconds"
+) -> str:
+    """A partitioned table on S3 whose overwrite leaves removed files behind."""
+    uri = f"s3a://{bucket}/{name}"
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id BIGINT, day STRING) USING delta PARTITIONED BY (day) "
+        f"TBLPROPERTIES ('delta.deletedFileRetentionDuration' = '{retention}')"
+    )
+    frame = spark.createDataFrame([(i, f"2024-01-0{i % 2 + 1}") for i in range(10)], "id bigint, day string")
+    frame.write.format("delta").mode("append").save(uri)
+    frame.where("day = '2024-01-01'").write.format("delta").mode("overwrite").option(
+        "replaceWhere", "day = '2024-01-01'"
+    ).save(uri)
+    return uri
+
+
 def all_versions_readable(spark: SparkSession, uri: str) -> list[int]:
     """Read every version (time travel), data and deletion vectors; returns row counts."""
     versions = sorted(
@@ -76,6 +93,11 @@ def referenced_files(spark: SparkSession, uri: str) -> set[str]:
         if dv is not None and dv.isOnDisk():
             files.add(dv.absolutePath(data_path).toUri().getPath())
     return files
+
+
+def referenced_keys(spark: SparkSession, uri: str) -> set[str]:
+    """The current snapshot's files as S3 keys (bucket-relative)."""
+    return {p.lstrip("/") for p in referenced_files(spark, uri)}
 
 
 def files_under(root: Path) -> set[str]:
