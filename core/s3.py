@@ -6,6 +6,8 @@ credential variables, so the same code reaches AWS and a local S3 server.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -17,11 +19,35 @@ from core.paths import StorageLocation
 
 # Adaptive retries back off on 503 SlowDown and throttling, which S3 returns under load.
 _CLIENT_CONFIG = Config(retries={"max_attempts": 10, "mode": "adaptive"}, max_pool_connections=32)
+# For a caller that retries itself because it must see each key's outcome (the batch delete):
+# botocore adds no retry of its own.
+_SINGLE_ATTEMPT_CONFIG = Config(
+    retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60
+)
 
 
-def s3_client() -> Any:
-    """A boto3 S3 client configured from the standard AWS environment."""
-    return boto3.client("s3", config=_CLIENT_CONFIG)
+def s3_client(settings: Mapping[str, str | None] | None = None, *, own_retries: bool = False) -> Any:
+    """A boto3 S3 client configured from the standard AWS environment.
+
+    In Spark tasks, ``settings`` (from :func:`driver_settings`, taken on the driver) gives the
+    driver's endpoint and region: an executor's environment need not have them. With
+    ``own_retries`` botocore makes one attempt per call and the caller retries.
+    """
+    settings = settings or {}
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.get("endpoint_url"),
+        region_name=settings.get("region_name"),
+        config=_SINGLE_ATTEMPT_CONFIG if own_retries else _CLIENT_CONFIG,
+    )
+
+
+def driver_settings() -> dict[str, str | None]:
+    """The endpoint and region this process reaches S3 with, to send to Spark tasks."""
+    return {
+        "endpoint_url": os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+        "region_name": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    }
 
 
 def error_code(error: ClientError) -> str:
@@ -45,3 +71,13 @@ def read_object_text(location: StorageLocation) -> str:
         return str(body.decode("utf-8"))
     except (ClientError, BotoCoreError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read {location.uri}: {describe(error)}") from None
+
+
+def bucket_versioning(bucket: str) -> str | None:
+    """The bucket's versioning status (``Enabled``, ``Suspended``), None when never enabled."""
+    return s3_client().get_bucket_versioning(Bucket=bucket).get("Status")
+
+
+def has_objects_under(bucket: str, prefix: str) -> bool:
+    """True when at least one key starts with ``prefix`` (one LIST request of one key)."""
+    return bool(s3_client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount"))

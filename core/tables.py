@@ -1,25 +1,242 @@
-"""Small append-only Delta history tables (``inventory_runs``, ``vacuum_runs``)."""
+"""The tool's own Delta tables: their names, where they live, their schemas, and how they are
+read and appended to.
+
+Five tables, all beside the inventory table unless a flag puts one elsewhere:
+
+- ``inventory``: every object of the inventoried buckets (``s3://b/warehouse/inventory``, given);
+- ``inventory_runs``: one row per bucket per ingest;
+- ``inventory_usage``: objects and bytes per table, prefix, storage class and version state;
+- ``vacuum_runs``: one row per table per vacuum;
+- ``vacuum_deletions``: the deletion ledger, one row per object a vacuum deleted.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql.types import DataType, DateType, StructType, TimestampType
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DateType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
-from core.errors import spark_error_summary
+from core.errors import InventoryTableError, spark_error_summary
 from core.paths import StorageLocation
 
 log = logging.getLogger("inventory_vacuum")
 
+INVENTORY_RUNS = "inventory_runs"
+INVENTORY_USAGE = "inventory_usage"
+VACUUM_RUNS = "vacuum_runs"
+VACUUM_DELETIONS = "vacuum_deletions"
+INGEST_TABLES = (INVENTORY_RUNS, INVENTORY_USAGE)  # what an ingest writes beside the inventory
+VACUUM_TABLES = (VACUUM_RUNS, VACUUM_DELETIONS)  # what a vacuum writes beside it
 
-def default_history_location(inventory_table: str, name: str) -> str:
-    """``s3://b/warehouse/inventory`` -> ``s3://b/warehouse/<name>``: history beside the table."""
+
+def default_location(inventory_table: str, name: str) -> str:
+    """``s3://b/warehouse/inventory`` -> ``s3://b/warehouse/<name>``: the tool's tables live beside
+    the inventory table."""
     location = StorageLocation.parse(inventory_table, what="--inventory-table")
     return location.sibling(name).uri
+
+
+@dataclass(frozen=True)
+class ToolTables:
+    """Where each of the tool's tables is, for one inventory table.
+
+    Example::
+
+        tables = ToolTables.beside("s3://meta/warehouse/inventory", vacuum_runs=None)
+        tables.vacuum_deletions  # 's3://meta/warehouse/vacuum_deletions'
+    """
+
+    inventory: str
+    inventory_runs: str
+    inventory_usage: str
+    vacuum_runs: str
+    vacuum_deletions: str
+
+    @classmethod
+    def beside(cls, inventory_table: str, **given: str | None) -> ToolTables:
+        """Each table at the location given for it (a flag), else beside ``inventory_table``."""
+        unknown = set(given) - {INVENTORY_RUNS, INVENTORY_USAGE, VACUUM_RUNS, VACUUM_DELETIONS}
+        assert not unknown, f"not a table of the tool's: {unknown}"
+        names = (INVENTORY_RUNS, INVENTORY_USAGE, VACUUM_RUNS, VACUUM_DELETIONS)
+        return cls(inventory_table, *(given.get(n) or default_location(inventory_table, n) for n in names))
+
+
+# ---- schemas --------------------------------------------------------------------------------
+
+# What Delta's VACUUM ... USING INVENTORY requires: these names, this relative order, these
+# types, nullable, no column metadata (Delta compares the StructType for equality).
+VACUUM_INVENTORY_SCHEMA = StructType(
+    [
+        StructField("path", StringType()),
+        StructField("length", LongType()),
+        StructField("isDir", BooleanType()),
+        StructField("modificationTime", LongType()),
+    ]
+)
+
+INVENTORY_TABLE_SCHEMA = StructType(
+    [
+        *VACUUM_INVENTORY_SCHEMA.fields,
+        StructField("bucket", StringType()),
+        StructField("key", StringType()),
+        StructField("storage_class", StringType()),
+        StructField("e_tag", StringType()),
+        StructField("is_multipart_uploaded", BooleanType()),
+        StructField("encryption_status", StringType()),
+        StructField("intelligent_tiering_access_tier", StringType()),
+        StructField("version_id", StringType()),
+        StructField("is_latest", BooleanType()),
+        StructField("is_delete_marker", BooleanType()),
+        StructField("inventory_date", DateType()),
+        StructField("inventory_taken_at", TimestampType()),
+        StructField("table", StringType()),
+    ]
+)
+
+INVENTORY_RUNS_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType()),
+        StructField("run_at", TimestampType()),
+        StructField("bucket", StringType()),
+        StructField("status", StringType()),
+        StructField("manifest_key", StringType()),
+        StructField("inventory_date", DateType()),
+        StructField("inventory_taken_at", TimestampType()),
+        StructField("objects", LongType()),
+        StructField("bytes", LongType()),
+        StructField("noncurrent_objects", LongType()),
+        StructField("noncurrent_bytes", LongType()),
+        StructField("delete_markers", LongType()),
+        StructField("data_files", LongType()),
+        StructField("seconds", DoubleType()),
+        StructField("error", StringType()),
+    ]
+)
+
+USAGE_SCHEMA = StructType(
+    [
+        StructField("bucket", StringType()),
+        StructField("inventory_date", DateType()),
+        StructField("inventory_taken_at", TimestampType()),
+        StructField("state", StringType()),
+        StructField("table", StringType()),
+        StructField("prefix", StringType()),
+        StructField("storage_class", StringType()),
+        StructField("intelligent_tiering_access_tier", StringType()),
+        StructField("objects", LongType()),
+        StructField("bytes", LongType()),
+        StructField("small_objects", LongType()),
+        StructField("small_bytes", LongType()),
+    ]
+)
+
+VACUUM_RUNS_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType()),
+        StructField("run_at", TimestampType()),
+        StructField("table", StringType()),
+        StructField("path", StringType()),
+        StructField("table_version", LongType()),
+        StructField("mode", StringType()),
+        StructField("delete_with", StringType()),
+        StructField("dry_run", BooleanType()),
+        StructField("retention_hours", DoubleType()),
+        StructField("inventory_taken_at", TimestampType()),
+        StructField("coverage", DoubleType()),
+        StructField("inventory_version", LongType()),
+        StructField("planned_files", LongType()),
+        StructField("planned_bytes", LongType()),
+        StructField("deleted_files", LongType()),
+        StructField("deleted_bytes", LongType()),
+        StructField("remaining_files", LongType()),
+        StructField("already_gone_files", LongType()),
+        StructField("kept_objects", LongType()),
+        StructField("delete_requests", LongType()),
+        StructField("seconds", DoubleType()),
+        StructField("status", StringType()),
+        StructField("reason", StringType()),
+    ]
+)
+
+LEDGER_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType()),
+        StructField("table", StringType()),
+        StructField("path", StringType()),
+        StructField("bucket", StringType()),
+        StructField("key", StringType()),
+        StructField("length", LongType()),
+        StructField("deleted_with", StringType()),
+        StructField("deleted_at", TimestampType()),
+    ]
+)
+
+
+# ---- readers and appenders ------------------------------------------------------------------
+
+
+def read_inventory(
+    spark: SparkSession,
+    location: str,
+    version: int | None = None,
+    *,
+    required: StructType = INVENTORY_TABLE_SCHEMA,
+    purpose: str = "",
+) -> DataFrame:
+    """The inventory Delta table (at ``version``, if given); an :class:`InventoryTableError` when it
+    cannot be read, lacks a column of ``required`` or has one of another type. ``purpose`` ends
+    the message of a missing column (what the caller could not do without it)."""
+    try:
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        frame = reader.load(location)
+        types = {f.name: f.dataType for f in frame.schema}
+    except Exception as error:
+        raise InventoryTableError(
+            f"inventory table {location} cannot be read: {spark_error_summary(error)}"
+        ) from None
+    missing = [f.name for f in required if f.name not in types]
+    if missing:
+        raise InventoryTableError(
+            f"inventory table {location} lacks column(s) {', '.join(missing)}{purpose and ': ' + purpose}"
+        )
+    wrong = [
+        f"{f.name} is {types[f.name].simpleString()}, expected {f.dataType.simpleString()}"
+        for f in required
+        if types[f.name] != f.dataType
+    ]
+    if wrong:
+        raise InventoryTableError(f"inventory table {location}: column {'; '.join(wrong)}")
+    return frame
+
+
+def delta_table_exists(spark: SparkSession, location: str) -> bool:
+    """True when ``location`` itself has a ``_delta_log/``.
+
+    Not ``DeltaTable.isDeltaTable``: Delta walks up to the nearest ``_delta_log``, so a table path
+    below another table (a ledger under a warehouse table, say) would be taken for its partition.
+    """
+    jvm = spark._jvm
+    assert jvm is not None
+    log_path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
+    file_system = log_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    return bool(file_system.exists(log_path))
 
 
 def append_run_rows(
@@ -55,10 +272,7 @@ def append_run_rows(
 
 def _is_history_table(spark: SparkSession, location: str) -> bool:
     """True when ``location`` holds a Delta table with this tool's ``run_id``/``run_at`` columns."""
-    jvm = spark._jvm
-    assert jvm is not None
-    log_path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
-    if not log_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()).exists(log_path):
+    if not delta_table_exists(spark, location):
         return False
     columns = set(spark.read.format("delta").load(location).columns)
     return {"run_id", "run_at"} <= columns

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from core.paths import LOCAL_BUCKET, StorageLocation
 from core.s3 import s3_client
-from inventory.schema import INVENTORY_TABLE_SCHEMA
+from core.tables import INVENTORY_TABLE_SCHEMA
 
 
 def listing_inventory(spark: SparkSession, location: StorageLocation) -> DataFrame:

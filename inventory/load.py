@@ -18,44 +18,15 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    DateType,
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from core.errors import InventoryDataError, InventoryVacuumError, spark_error_summary
 from core.paths import StorageLocation
 from core.registry import TableRegistry
 from core.session import job_group, name_jobs
-from core.tables import append_run_rows
+from core.tables import INVENTORY_RUNS_SCHEMA, append_run_rows
 from inventory.manifest import Delivery, find_delivery
 from inventory.schema import csv_read_schema, is_current_version, normalise, sql_string, tag_owning_table
 from inventory.usage import CURRENT, DELETE_MARKER, NONCURRENT, usage_aggregate, write_usage
-
-INVENTORY_RUNS_SCHEMA = StructType(
-    [
-        StructField("run_id", StringType()),
-        StructField("run_at", TimestampType()),
-        StructField("bucket", StringType()),
-        StructField("status", StringType()),
-        StructField("manifest_key", StringType()),
-        StructField("inventory_date", DateType()),
-        StructField("inventory_taken_at", TimestampType()),
-        StructField("objects", LongType()),
-        StructField("bytes", LongType()),
-        StructField("noncurrent_objects", LongType()),
-        StructField("noncurrent_bytes", LongType()),
-        StructField("delete_markers", LongType()),
-        StructField("data_files", LongType()),
-        StructField("seconds", DoubleType()),
-        StructField("error", StringType()),
-    ]
-)
 
 
 @dataclass(frozen=True)

@@ -24,38 +24,10 @@ from pyspark.sql.types import (
 
 from core.errors import DeliveryError
 from core.registry import TableRegistry
+from core.tables import INVENTORY_TABLE_SCHEMA
 
 FILE_FORMATS = ("CSV", "ORC", "Parquet")
 
-# What Delta's VACUUM ... USING INVENTORY requires: these names, this relative order, these
-# types, nullable, no column metadata (Delta compares the StructType for equality).
-VACUUM_INVENTORY_SCHEMA = StructType(
-    [
-        StructField("path", StringType()),
-        StructField("length", LongType()),
-        StructField("isDir", BooleanType()),
-        StructField("modificationTime", LongType()),
-    ]
-)
-
-INVENTORY_TABLE_SCHEMA = StructType(
-    [
-        *VACUUM_INVENTORY_SCHEMA.fields,
-        StructField("bucket", StringType()),
-        StructField("key", StringType()),
-        StructField("storage_class", StringType()),
-        StructField("e_tag", StringType()),
-        StructField("is_multipart_uploaded", BooleanType()),
-        StructField("encryption_status", StringType()),
-        StructField("intelligent_tiering_access_tier", StringType()),
-        StructField("version_id", StringType()),
-        StructField("is_latest", BooleanType()),
-        StructField("is_delete_marker", BooleanType()),
-        StructField("inventory_date", DateType()),
-        StructField("inventory_taken_at", TimestampType()),
-        StructField("table", StringType()),
-    ]
-)
 
 # Source columns we read, with the type each is normalised to. Any AWS may leave out.
 _SOURCE_TYPES = {

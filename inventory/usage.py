@@ -27,16 +27,9 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    DateType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from core.errors import spark_error_summary
+from core.tables import USAGE_SCHEMA
 from inventory.schema import is_current_version, prefix_column, sql_string, with_optional_columns
 
 log = logging.getLogger("inventory_vacuum")
@@ -55,22 +48,6 @@ USAGE_KEYS = (
     "prefix",
     "storage_class",
     "intelligent_tiering_access_tier",
-)
-USAGE_SCHEMA = StructType(
-    [
-        StructField("bucket", StringType()),
-        StructField("inventory_date", DateType()),
-        StructField("inventory_taken_at", TimestampType()),
-        StructField("state", StringType()),
-        StructField("table", StringType()),
-        StructField("prefix", StringType()),
-        StructField("storage_class", StringType()),
-        StructField("intelligent_tiering_access_tier", StringType()),
-        StructField("objects", LongType()),
-        StructField("bytes", LongType()),
-        StructField("small_objects", LongType()),
-        StructField("small_bytes", LongType()),
-    ]
 )
 USAGE_SUMS = ("objects", "bytes", "small_objects", "small_bytes")
 OPTIONAL_COLUMNS = (

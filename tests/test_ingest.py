@@ -18,7 +18,8 @@ from pyspark.sql import functions as F
 from core.paths import StorageLocation
 from core.registry import parse_registry
 from inventory.delivery_writer import snapshot_bucket
-from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA, tag_owning_table
+from core.tables import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
+from inventory.schema import tag_owning_table
 from tests.support.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
 from tests.support.helpers import cli, cli_json, keys_of, put, submitted_json
 
@@ -58,6 +59,7 @@ def table_rows(spark, table: str, bucket: str | None = None):
 
 
 @pytest.mark.parametrize("file_format", ["parquet", "csv", "orc"])
+@pytest.mark.slow
 def test_snapshot_then_ingest_each_format(spark, s3, bucket_factory, tmp_path, file_format):
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     for key in SPECIAL_KEYS:
@@ -246,6 +248,7 @@ def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):
     assert result["buckets"][0]["inventory_taken_at"].startswith("2024-01-16T01:00:00")
 
 
+@pytest.mark.slow
 def test_hand_written_versioned_parquet_keeps_current_versions_and_counts_the_rest(spark, s3, bucket_factory):
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     moment = datetime(2024, 1, 15, tzinfo=timezone.utc)
@@ -324,6 +327,7 @@ def test_hand_written_versioned_parquet_keeps_current_versions_and_counts_the_re
     assert loaded["t/c"]["intelligent_tiering_access_tier"] == "ARCHIVE_ACCESS"
 
 
+@pytest.mark.slow
 def test_versioned_bucket_snapshot_with_all_versions(spark, s3, bucket_factory):
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     s3.put_bucket_versioning(Bucket=source, VersioningConfiguration={"Status": "Enabled"})
@@ -394,6 +398,7 @@ def test_rerun_is_idempotent_and_other_buckets_are_untouched(spark, s3, bucket_f
     assert all(r["status"] == "ok" and r["inventory_taken_at"] is not None for r in runs)
 
 
+@pytest.mark.slow
 def test_an_emptied_bucket_empties_its_partition(spark, s3, bucket_factory, tmp_path):
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     put(s3, source, "a/1")
@@ -457,6 +462,7 @@ def _bad_deliveries(source: str):
         "unknown-format",
     ],
 )
+@pytest.mark.slow
 def test_bad_delivery_fails_its_bucket_and_leaves_the_table_as_it_was(spark, s3, bucket_factory, case):
     source, healthy, inventory = bucket_factory("src"), bucket_factory("ok"), bucket_factory("inv")
     table = f"s3://{inventory}/tables/inventory"
@@ -512,6 +518,7 @@ def test_usage_and_config_errors_exit_2(tmp_path, capsys):
     assert code == 2
 
 
+@pytest.mark.slow
 def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint):
     """The installed command, as a user runs it, in its own process and JVM."""
     source, inventory = bucket_factory("src"), bucket_factory("inv")
@@ -576,6 +583,7 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
     }
 
 
+@pytest.mark.slow
 def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
     """``spark-submit jobs/*.py``: the cluster entry points, in local mode, as a user runs them."""
     from core.session import jvm_packages

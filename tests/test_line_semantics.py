@@ -180,14 +180,15 @@ def test_a_table_this_delta_must_not_vacuum_is_refused_before_any_plan(
     spark, tmp_path, protocol, configuration, cause
 ):
     from core.registry import RegisteredTable
-    from vacuum.runner import VacuumOptions, _RunContext, vacuum_table
+    from vacuum.context import RunContext, VacuumOptions
+    from vacuum.runner import vacuum_table
 
     uri = _table_by_hand(tmp_path / "t", protocol, configuration)
     orphan = tmp_path / "t" / "orphan.parquet"
     orphan.write_bytes(b"garbage")
     table = RegisteredTable(name="t", path=uri, location=StorageLocation.parse(uri), owner="team")
     options = VacuumOptions(mode="list", delete_with="delta", retain_hours=0, allow_unsafe_retention=True)
-    run = vacuum_table(spark, table, options, _RunContext("test", None, ()))
+    run = vacuum_table(spark, table, options, RunContext("test", None, ()))
     assert run.status == "refused", run.reason
     assert run.reason and re.search(cause, run.reason), run.reason
     assert orphan.exists() and (tmp_path / "t" / "part-0.parquet").exists()  # nothing deleted
@@ -196,14 +197,15 @@ def test_a_table_this_delta_must_not_vacuum_is_refused_before_any_plan(
 def test_a_table_with_only_features_this_delta_supports_is_vacuumed(spark, tmp_path):
     """The same hand-made log with a supported writer feature: the check lets it through."""
     from core.registry import RegisteredTable
-    from vacuum.runner import VacuumOptions, _RunContext, vacuum_table
+    from vacuum.context import RunContext, VacuumOptions
+    from vacuum.runner import vacuum_table
 
     uri = _table_by_hand(
         tmp_path / "t", {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly"]}
     )
     table = RegisteredTable(name="t", path=uri, location=StorageLocation.parse(uri), owner="team")
     options = VacuumOptions(mode="list", dry_run=True)
-    run = vacuum_table(spark, table, options, _RunContext("test", None, ()))
+    run = vacuum_table(spark, table, options, RunContext("test", None, ()))
     assert run.status == "ok", run.reason
 
 

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from core.errors import VacuumRefused
 from core.paths import LOCAL_BUCKET, StorageLocation
-from inventory.schema import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
+from core.tables import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
 from tests.support.helpers import keys_of, put
 from tests.support.planner import slice_of
 from vacuum.execute import MAX_KEYS_PER_REQUEST, delete_in_batches, delete_keys

@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.helpers import cli_json, rows_at, write_local_inventory
 from tests.support.tables import all_versions_readable, create_history_table, files_under, referenced_files
 
@@ -39,6 +41,7 @@ def dry_run_paths(spark, uri: str) -> set[str]:
     return {p for p in paths if Path(p).is_file()}
 
 
+@pytest.mark.slow
 def test_default_retention_deletes_only_old_untracked_files(spark, tmp_path):
     root = tmp_path / "lake" / "events"
     uri = f"file://{root}"
@@ -85,6 +88,7 @@ def test_default_retention_deletes_only_old_untracked_files(spark, tmp_path):
     assert all_versions_readable(spark, uri)[: len(counts_before)] == counts_before
 
 
+@pytest.mark.slow
 def test_short_retention_deletes_exactly_the_unreferenced_files(spark, tmp_path):
     root = tmp_path / "events"
     uri = f"file://{root}"
@@ -123,6 +127,7 @@ def test_short_retention_deletes_exactly_the_unreferenced_files(spark, tmp_path)
     assert (root / "day=2024-01-01" / "_SUCCESS").exists()
 
 
+@pytest.mark.slow
 def test_a_run_sizes_each_tables_shuffles_on_its_own_session_and_a_broken_inventory_fails_each_table(
     spark, tmp_path
 ):
@@ -157,45 +162,45 @@ def test_a_run_sizes_each_tables_shuffles_on_its_own_session_and_a_broken_invent
 def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     """Delta's parallel delete and the existence checks take their task count from the session's
     shuffle setting: sized to a small table's objects it would be one task for all its deletes."""
-    from vacuum.runner import _adaptive_off_until_sized, _size_shuffles, _unsize_shuffles
+    from vacuum.tuning import adaptive_off_until_sized, size_shuffles, unsize_shuffles
 
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "200")
-    _size_shuffles(session, 1_000)
+    size_shuffles(session, 1_000)
     # the plan: one partition, and no adaptive execution (a Spark job per query stage)
     assert session.conf.get("spark.sql.shuffle.partitions") == "1"
     assert session.conf.get("spark.sql.adaptive.enabled") == "false"
-    _unsize_shuffles(session)
+    unsize_shuffles(session)
     assert session.conf.get("spark.sql.shuffle.partitions") == "200"  # the delete
     assert session.conf.get("spark.sql.adaptive.enabled") == "true"
     # a table of more than one partition gets adaptive execution back, which its snapshot and
     # inventory figures ran without
     big = spark.newSession()
     big.conf.set("spark.sql.shuffle.partitions", "200")
-    _adaptive_off_until_sized(big)
+    adaptive_off_until_sized(big)
     assert big.conf.get("spark.sql.adaptive.enabled") == "false"
     cores = spark.sparkContext.defaultParallelism
-    _size_shuffles(big, 50_000 * (cores + 1))  # a partition per 50k objects: more than one wave
+    size_shuffles(big, 50_000 * (cores + 1))  # a partition per 50k objects: more than one wave
     assert big.conf.get("spark.sql.shuffle.partitions") == str(cores + 1)
     assert big.conf.get("spark.sql.adaptive.enabled") == "true"
     # one wave of tasks (no more partitions than cores) has nothing for adaptive execution to coalesce
     wave = spark.newSession()
     wave.conf.set("spark.sql.shuffle.partitions", "200")
-    _size_shuffles(wave, 50_000 * cores)
+    size_shuffles(wave, 50_000 * cores)
     assert wave.conf.get("spark.sql.shuffle.partitions") == str(cores)
     assert wave.conf.get("spark.sql.adaptive.enabled") == "false"
-    _unsize_shuffles(wave)
+    unsize_shuffles(wave)
     assert wave.conf.get("spark.sql.adaptive.enabled") == "true"
     # a small table whose snapshot ran without adaptive execution: sizing turns it off a second
     # time, and the delete still gets the session's own setting, not the "false" of the first
     small = spark.newSession()
-    _adaptive_off_until_sized(small)
-    _size_shuffles(small, 1_000)
+    adaptive_off_until_sized(small)
+    size_shuffles(small, 1_000)
     assert small.conf.get("spark.sql.adaptive.enabled") == "false"
-    _unsize_shuffles(small)
+    unsize_shuffles(small)
     assert small.conf.get("spark.sql.adaptive.enabled") == "true"
     # a session never sized (a list-mode table has no inventory figures): nothing to restore
     untouched = spark.newSession()
     untouched.conf.set("spark.sql.shuffle.partitions", "64")
-    _unsize_shuffles(untouched)
+    unsize_shuffles(untouched)
     assert untouched.conf.get("spark.sql.shuffle.partitions") == "64"

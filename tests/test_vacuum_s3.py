@@ -43,6 +43,7 @@ def lake(spark, s3, bucket_factory, tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake):
     # registered as s3:// while Spark wrote it as s3a://; the inventory holds s3:// paths
     registry = registry_file(lake["tmp"], {"events": f"s3://{lake['bucket']}/events"})
@@ -74,6 +75,7 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
     assert rows_at(spark, lake["uri"]) == rows_before
 
 
+@pytest.mark.slow
 def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_factory, tmp_path):
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
     first, second = make_table(spark, source, "one"), make_table(spark, source, "two")
@@ -132,10 +134,13 @@ def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_facto
 
 
 def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lake):
+    from core.tables import read_inventory
     from tests.support.planner import slice_of
+    from vacuum.context import RunContext, TableContext, VacuumOptions
+    from vacuum.deletion import delete_batch
     from vacuum.plan import candidate_details, delta_inventory, dry_run_candidates, temporary_view, vacuum_sql
     from vacuum.results import TableRun
-    from vacuum.runner import _delete_batch, _RunContext, _summarise, read_inventory
+    from vacuum.runner import _summarise
     from vacuum.snapshot import load_table_state
 
     location = StorageLocation.parse(lake["uri"])
@@ -150,8 +155,12 @@ def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lak
         # between planning and deleting, RESTORE makes the overwritten files live again
         spark.sql(f"RESTORE TABLE delta.`{lake['uri']}` TO VERSION AS OF 1")
         restored_count = rows_at(spark, lake["uri"])
-        context = _RunContext("test", None, ())
-        _delete_batch(spark, planned, sql, state, RegisteredTableStub("events"), context, None, run)
+        context = RunContext("test", None, ())
+        delete_batch(
+            TableContext(spark, RegisteredTableStub("events"), VacuumOptions(), context, run, state),
+            planned,
+            sql,
+        )
     remaining = keys_of(s3, lake["bucket"])
     assert set(JUNK).isdisjoint(remaining)  # still garbage: deleted
     assert run.deleted_files == len(JUNK) < len(planned_paths) == run.planned_files
@@ -159,6 +168,7 @@ def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lak
     assert rows_at(spark, lake["uri"]) == restored_count  # nothing live was lost
 
 
+@pytest.mark.slow
 def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypatch):
     """With the log as the plan's snapshot saw it, a second plan would name a superset: it is not
     made. The newest commit file rewritten by another writer (same version, without one of its
@@ -168,7 +178,8 @@ def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypat
     from pyspark.sql import functions as F
 
     from tests.support.planner import slice_of
-    from vacuum import runner
+    from vacuum import deletion, runner
+    from vacuum.context import RunContext, TableContext, VacuumOptions
     from vacuum.plan import candidate_details, delta_inventory, dry_run_candidates, temporary_view, vacuum_sql
     from vacuum.results import TableRun
     from vacuum.snapshot import latest_commit, load_table_state
@@ -183,9 +194,9 @@ def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypat
         plans.append(sql)
         return dry_run_candidates(session, sql)
 
-    monkeypatch.setattr(runner, "dry_run_candidates", counted)
+    monkeypatch.setattr(deletion, "dry_run_candidates", counted)
     frame = slice_of(runner.read_inventory(spark, lake["inventory"]), location, state)
-    context = runner._RunContext("test", None, ())
+    context = RunContext("test", None, ())
     bucket = lake["bucket"]
     with temporary_view(delta_inventory(frame)) as view:
         sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=view)
@@ -193,7 +204,9 @@ def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypat
         one = planned.where(F.col("key") == F.lit(JUNK[1]))
         run = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
         runner._summarise(one, run)
-        runner._delete_batch(spark, one, sql, state, RegisteredTableStub("events"), context, None, run)
+        deletion.delete_batch(
+            TableContext(spark, RegisteredTableStub("events"), VacuumOptions(), context, run, state), one, sql
+        )
         assert plans == [] and run.deleted_files == run.planned_files == 1 and not run.warnings
 
         # another writer (no commit lock) writes the newest version again, one remove fewer, in
@@ -214,7 +227,11 @@ def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypat
         run = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
         runner._summarise(rest, run)
         assert f"events/{revived}" in {r["key"] for r in rest.collect()}
-        runner._delete_batch(spark, rest, sql, state, RegisteredTableStub("events"), context, None, run)
+        deletion.delete_batch(
+            TableContext(spark, RegisteredTableStub("events"), VacuumOptions(), context, run, state),
+            rest,
+            sql,
+        )
         assert plans == [sql]
         assert run.deleted_files == run.planned_files - 1 and "not in the plan made again" in run.warnings[0]
     remaining = keys_of(s3, bucket)
@@ -283,6 +300,7 @@ def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, b
     assert partial["status"] == "refused" and "does not describe this table" in partial["reason"]
 
 
+@pytest.mark.slow
 def test_retention_shorter_than_the_table_needs_explicit_consent(spark, s3, bucket_factory, tmp_path):
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
     uri = make_table(spark, source, retention="interval 7 days")
@@ -319,6 +337,7 @@ def test_versioned_bucket_is_refused_unless_allowed(spark, s3, lake):
     assert code == 0 and "delete markers" in allowed["tables"][0]["warnings"][0]
 
 
+@pytest.mark.slow
 def test_report_candidates_and_history(spark, s3, lake):
     registry = registry_file(lake["tmp"], {"events": lake["uri"]})
     report, candidates = lake["tmp"] / "report.json", lake["tmp"] / "candidates.csv"
@@ -370,6 +389,7 @@ def test_report_candidates_and_history(spark, s3, lake):
     assert history[0]["coverage"] == 1.0 and history[0]["inventory_taken_at"] is not None
 
 
+@pytest.mark.slow
 def test_writer_committing_during_the_vacuum_loses_nothing(spark, s3, lake):
     registry = registry_file(lake["tmp"], {"events": lake["uri"]})
     stop = threading.Event()
@@ -407,6 +427,7 @@ def test_unknown_table_is_a_usage_error_before_anything_runs(tmp_path, capsys):
     assert "table 'nope' is not registered" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_list_and_lite_modes_for_comparison(spark, s3, lake):
     registry = registry_file(lake["tmp"], {"events": lake["uri"]})
     base = [
@@ -453,6 +474,7 @@ def test_missing_inventory_table_is_a_one_line_error(spark, tmp_path, bucket, ca
     )
 
 
+@pytest.mark.slow
 def test_flat_mode_plans_like_inventory_mode_from_one_flat_listing(spark, s3, s3_server, lake):
     """``--mode flat``: one paginated ListObjectsV2 of the table prefix is the inventory."""
     import pyarrow.parquet as pq
@@ -489,6 +511,7 @@ def test_flat_mode_plans_like_inventory_mode_from_one_flat_listing(spark, s3, s3
     assert lists["ListObjects"] == 0
 
 
+@pytest.mark.slow
 def test_batch_delete_of_a_listing_plan_reports_unknown_bytes_not_zero(spark, s3, lake):
     """A listing plan knows no sizes (only the Python API lets it delete with batch): the bytes
     deleted are unknown (null), never a measured-looking 0, and the files are still counted."""
@@ -514,6 +537,7 @@ def _retain_is_ignored(spark) -> bool:
 
 
 @pytest.mark.parametrize("table_retention, table_hours", [("interval 2 days", 48), ("interval 36 hours", 36)])
+@pytest.mark.slow
 def test_retention_reported_is_the_one_delta_applies(
     spark, s3, bucket_factory, tmp_path, table_retention, table_hours
 ):
@@ -591,6 +615,7 @@ FOLDER_MARKERS_KEPT = [
 
 
 @pytest.mark.parametrize("delete_with", ["batch", "delta"])
+@pytest.mark.slow
 def test_empty_folder_markers_past_the_retention_go_as_delta_would_delete_them(
     spark, s3, bucket_factory, tmp_path, delete_with
 ):

@@ -10,7 +10,6 @@ error is counted, written to the ledger and shown, and the rest is reported as r
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Iterable, Iterator
@@ -21,6 +20,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+
+from core.s3 import driver_settings, s3_client
 
 MAX_KEYS_PER_REQUEST = 1000
 RETRYABLE_CODES = frozenset(
@@ -79,10 +80,7 @@ def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: in
     from these rows, not from the candidates again. The caller unpersists it.
     """
     spark = candidates.sparkSession
-    settings = {
-        "endpoint_url": os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
-        "region_name": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
-    }
+    settings = driver_settings()
     partitions = tasks or max(1, min(64, spark.sparkContext.defaultParallelism))
     columns = set(candidates.columns)
     carried = [
@@ -116,7 +114,7 @@ def delete_partition(
     requests = 0
     fatal: str | None = None
     try:
-        client = _client(settings)
+        client = s3_client(settings, own_retries=True)
     except Exception as error:  # no client, no request: every key stays, with the reason
         client, fatal = None, f"cannot create an S3 client: {_describe(error)}"
     batch: list[tuple[str, str | None, int | None]] = []  # key, path, length
@@ -153,19 +151,6 @@ def delete_partition(
             yield bucket, key, path, length, False, "key cannot be sent in a DeleteObjects XML body", 0
     yield from flush()
     yield None, None, None, None, False, None, requests  # the task's request count
-
-
-def _client(settings: dict[str, str | None]) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=settings["endpoint_url"],
-        region_name=settings["region_name"],
-        # our own loop retries (it must see each key's outcome); botocore adds none of its own
-        config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60),
-    )
 
 
 def _stops_everything(error: str) -> bool:

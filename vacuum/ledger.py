@@ -15,9 +15,9 @@ from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from core.errors import spark_error_summary
+from core.tables import LEDGER_SCHEMA, delta_table_exists
 
 log = logging.getLogger("inventory_vacuum")
 _APPEND_LOCK = threading.Lock()
@@ -26,19 +26,6 @@ _APPEND_ATTEMPTS = 5
 # not deleted by this tool, and its length is not counted, but later runs leave it out all the same
 ALREADY_GONE = "already_gone"
 
-LEDGER_SCHEMA = StructType(
-    [
-        StructField("run_id", StringType()),
-        StructField("table", StringType()),
-        StructField("path", StringType()),
-        StructField("bucket", StringType()),
-        StructField("key", StringType()),
-        StructField("length", LongType()),
-        StructField("deleted_with", StringType()),
-        StructField("deleted_at", TimestampType()),
-    ]
-)
-
 
 def deleted_since(spark: SparkSession, location: str, bucket: str, since: datetime) -> DataFrame | None:
     """``bucket, key`` of the objects of ``bucket`` the ledger shows deleted at or after ``since``.
@@ -46,7 +33,7 @@ def deleted_since(spark: SparkSession, location: str, bucket: str, since: dateti
     ``None`` when there is no ledger yet. Any other read error is raised: a ledger that exists
     but cannot be read must not quietly turn into "nothing deleted yet".
     """
-    if not _exists(spark, location):
+    if not delta_table_exists(spark, location):
         return None
     ledger = spark.read.format("delta").load(location)
     since_ms = int(since.timestamp() * 1000)
@@ -93,18 +80,5 @@ def record_deletions(
 def ensure_ledger(spark: SparkSession, location: str) -> None:
     """Create the empty ledger table once, before tables run concurrently: appends to an existing
     Delta table do not conflict, but two first appends would both try to create it."""
-    if not _exists(spark, location):
+    if not delta_table_exists(spark, location):
         spark.createDataFrame([], LEDGER_SCHEMA).write.format("delta").mode("append").save(location)
-
-
-def _exists(spark: SparkSession, location: str) -> bool:
-    """True when ``location`` itself has a ``_delta_log/``.
-
-    Not ``DeltaTable.isDeltaTable``: Delta walks up to the nearest ``_delta_log``, so a ledger
-    path below a table would be taken for a partition of that table.
-    """
-    jvm = spark._jvm
-    assert jvm is not None
-    log_path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/_delta_log")
-    file_system = log_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
-    return bool(file_system.exists(log_path))

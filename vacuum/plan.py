@@ -26,7 +26,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from core.paths import LOCAL_BUCKET, StorageLocation
-from inventory.schema import VACUUM_INVENTORY_SCHEMA, is_current_version
+from core.tables import VACUUM_INVENTORY_SCHEMA
+from inventory.schema import is_current_version
 from vacuum.execute import sendable_key
 from vacuum.results import (
     KEPT_DELETED_EARLIER,

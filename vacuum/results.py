@@ -12,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from vacuum.context import DeleteWith, Mode, Status
+
 # Why an object under a table was left out of the plan (the keys of ``TableRun.kept``).
 KEPT_NESTED_TABLE = "nested_table"  # under a directory with its own _delta_log/
 KEPT_PROTECTED_PATH = "protected_path"  # under the inventory, history or ledger table, or another table
@@ -33,10 +35,10 @@ class TableRun:
 
     name: str
     path: str
-    status: str  # ok | refused | failed
-    mode: str
+    status: Status
+    mode: Mode
     dry_run: bool
-    delete_with: str
+    delete_with: DeleteWith
     retention_hours_effective: float | None = None
     inventory_taken_at: str | None = None
     inventory_version: int | None = None
@@ -69,6 +71,8 @@ class TableRun:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("candidates")
+        for name in ("status", "mode", "delete_with"):  # plain text for JSON and Spark rows
+            data[name] = str(data[name])
         data["kept_objects"] = self.kept_objects
         return data
 
@@ -79,7 +83,7 @@ class VacuumResult:
 
     @property
     def ok(self) -> bool:
-        return all(t.status == "ok" for t in self.tables)
+        return all(t.status == Status.OK for t in self.tables)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tables": [t.to_dict() for t in self.tables]}

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from core.paths import LOCAL_BUCKET
+from core.s3 import driver_settings, s3_client
 
 _PAGE = 1000
 
@@ -28,10 +29,7 @@ def still_present(planned: DataFrame, directory_objects: DataFrame | None) -> Da
     ``directory_objects`` (``bucket, directory, objects``) says how many objects each directory
     held; without it, every file is checked with its own HEAD request.
     """
-    settings = {
-        "endpoint_url": os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
-        "region_name": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
-    }
+    settings = driver_settings()
     with_directory = planned.withColumn("directory", F.regexp_extract("key", r"(?s)^(.*/)?[^/]*$", 1))
     grouped = with_directory.groupBy("bucket", "directory").agg(F.collect_list("key").alias("keys"))
     if directory_objects is not None:
@@ -47,7 +45,7 @@ def still_present(planned: DataFrame, directory_objects: DataFrame | None) -> Da
                 yield from ((bucket, k) for k in keys if os.path.exists("/" + k))
                 continue
             if client is None:
-                client = _client(settings)
+                client = s3_client(settings)
             pages = math.ceil((objects or 0) / _PAGE) or 1
             if objects is not None and pages < len(keys):
                 listed = _list_directory(client, bucket, directory)
@@ -65,18 +63,6 @@ def directory_object_counts(slice_frame: DataFrame) -> DataFrame:
         slice_frame.withColumn("directory", F.regexp_extract("key", r"(?s)^(.*/)?[^/]*$", 1))
         .groupBy("bucket", "directory")
         .agg(F.count(F.lit(1)).alias("objects"))
-    )
-
-
-def _client(settings: dict[str, str | None]) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        endpoint_url=settings["endpoint_url"],
-        region_name=settings["region_name"],
-        config=Config(retries={"max_attempts": 10, "mode": "adaptive"}),
     )
 
 

@@ -1,0 +1,157 @@
+"""What a vacuum run is given and what it carries per table: the options, the run's shared state,
+each table's context, and the enums its outcome is told in."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, SparkSession
+
+from core.paths import StorageLocation
+from core.registry import RegisteredTable
+
+if TYPE_CHECKING:
+    from vacuum.results import TableRun
+    from vacuum.snapshot import TableState
+
+
+class _TextEnum(str, Enum):
+    """An enum whose members are their text everywhere: in f-strings, JSON and Spark rows."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Status(_TextEnum):
+    """A table's outcome: done (``ok``), refused by a gate before any delete, or failed."""
+
+    OK = "ok"
+    REFUSED = "refused"
+    FAILED = "failed"
+
+
+class Mode(_TextEnum):
+    """Where the plan's objects come from."""
+
+    INVENTORY = "inventory"  # the inventory table, pinned to one version for the run
+    FLAT = "flat"  # one flat listing of the table made now, used as the inventory
+    LIST = "list"  # Delta's own listing VACUUM
+    LITE = "lite"  # Delta's VACUUM LITE (the log's removes only)
+
+    @property
+    def uses_inventory(self) -> bool:
+        """Delta's ``USING INVENTORY`` over a slice this tool prepared (and gated)."""
+        return self in (Mode.INVENTORY, Mode.FLAT)
+
+
+class DeleteWith(_TextEnum):
+    """Who deletes the plan's files."""
+
+    AUTO = "auto"  # batch for S3 tables in the inventory modes, else delta
+    DELTA = "delta"  # Delta's own VACUUM, then a measurement of what is gone
+    BATCH = "batch"  # this tool's DeleteObjects, after re-checking the plan against a fresh snapshot
+
+
+@dataclass(frozen=True)
+class VacuumOptions:
+    """How to vacuum (the command-line flags of ``inventory-vacuum vacuum``)."""
+
+    inventory_table: str | None = None
+    mode: Mode = Mode.INVENTORY
+    delete_with: DeleteWith = DeleteWith.AUTO
+    dry_run: bool = False
+    retain_hours: float | None = None
+    allow_unsafe_retention: bool = False
+    max_inventory_age_hours: float = 72.0
+    min_coverage: float = 0.99
+    allow_versioned: bool = False
+    parallel: int = 4
+    history_table: str | None = None
+    ledger_table: str | None = None
+    # locations no vacuum may delete under (the inventory, history and ledger tables, every
+    # registered table); the run adds its own inventory, history and ledger tables itself
+    protected_locations: tuple[str, ...] = ()
+    collect_candidates: bool = False  # keep each table's candidate list for --candidates
+    # check which candidates still exist before deleting (a request per directory or file),
+    # so objects someone else deleted after the inventory was taken are not counted as deleted
+    verify_existence: bool = False
+
+    def __post_init__(self) -> None:  # plain strings (the library's callers) become the enums
+        object.__setattr__(self, "mode", Mode(self.mode))
+        object.__setattr__(self, "delete_with", DeleteWith(self.delete_with))
+
+    def delete_path(self, location: StorageLocation) -> DeleteWith:
+        """The delete this table gets: ``auto`` resolved for its location."""
+        if self.delete_with != DeleteWith.AUTO:
+            return self.delete_with
+        return DeleteWith.BATCH if location.is_s3 and self.mode.uses_inventory else DeleteWith.DELTA
+
+    def protected(self) -> tuple[StorageLocation, ...]:
+        """The locations no table of the run may delete under, with the run's own tables."""
+        uris = [*self.protected_locations, self.inventory_table, self.history_table, self.ledger_table]
+        return tuple(StorageLocation.parse(u, what="protected location") for u in dict.fromkeys(uris) if u)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every table of one run shares."""
+
+    run_id: str
+    inventory_version: int | None
+    protected: tuple[StorageLocation, ...]
+    # per bucket of the pinned inventory: (taken at, newest modificationTime), computed once
+    bucket_figures: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
+        """The bucket-wide figures of the pinned inventory: one scan of the bucket per run, not
+        one per table (with a thousand tables in a bucket of a billion objects, that matters)."""
+        from vacuum.plan import bucket_figures  # the plan's module reads results, which read this
+
+        with self.lock:
+            if bucket not in self.bucket_figures:
+                self.bucket_figures[bucket] = bucket_figures(inventory, bucket)
+            return self.bucket_figures[bucket]
+
+
+@dataclass
+class TableContext:
+    """One table's vacuum: its session, registration, the run's options and shared state, the
+    outcome being filled in, and what the steps learn on the way (the snapshot, its live files)."""
+
+    spark: SparkSession
+    table: RegisteredTable
+    options: VacuumOptions
+    run_context: RunContext
+    run: TableRun
+    state: TableState | None = None
+    live_files: DataFrame | None = None
+
+    @property
+    def location(self) -> StorageLocation:
+        return self.table.location
+
+    @property
+    def ledger(self) -> str | None:
+        return self.options.ledger_table
+
+    @property
+    def snapshot(self) -> TableState:
+        assert self.state is not None, "the snapshot is read first"
+        return self.state
+
+    @property
+    def protected_prefixes(self) -> list[str]:
+        """The protected locations strictly inside the table, as directories relative to its root."""
+        location = self.location
+        return [
+            p.key[len(location.key) + 1 :]
+            for p in self.run_context.protected
+            if location.contains(p) and not location.same_place(p)
+        ]

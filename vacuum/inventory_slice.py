@@ -1,0 +1,184 @@
+"""A table's slice of the inventory, and the gates it must pass before Delta sees it.
+
+The slice is the objects under the table that Delta's ``VACUUM ... USING INVENTORY`` may judge:
+the pinned inventory version's rows under the table's root (or one flat listing of the table made
+now), less nested tables, protected paths, keys Delta cannot parse and what the ledger shows
+deleted. On the way, the inventory must be fresh, hold objects under the table, use milliseconds
+and list the table's live files (coverage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from core.errors import VacuumRefused
+from core.session import name_jobs
+from core.tables import read_inventory
+from inventory.listing import listing_inventory
+from vacuum import gates
+from vacuum.context import DeleteWith, Mode, TableContext
+from vacuum.ledger import deleted_since
+from vacuum.plan import (
+    CLASSIFIED_COLUMNS,
+    classify_objects,
+    coverage_counts,
+    inventory_figures,
+    inventory_slice,
+    rows_under,
+    table_objects,
+)
+from vacuum.results import KEPT_NESTED_TABLE, KEPT_PROTECTED_PATH, TableRun
+from vacuum.snapshot import TableState
+from vacuum.tuning import size_shuffles
+
+# A modificationTime below this (1973-03-03 in milliseconds) is a time in seconds: read as
+# milliseconds, every file would look decades old and in-flight files would become eligible.
+MILLISECONDS_FLOOR = 100_000_000_000
+
+# The ledger's deletions since this long before the inventory was taken leave the plan. An
+# inventory lists objects as its scan of the bucket met them, and AWS calls the list eventually
+# consistent: an object deleted shortly before the scan began may still be listed. Leaving out
+# more of what the ledger shows deleted can only delete less.
+LEDGER_MARGIN = timedelta(hours=48)
+
+
+def inventory_version(spark: SparkSession, location: str) -> int:
+    """The newest version of the inventory table: the run reads this one version throughout, so
+    an ingest committing mid-run cannot give the gates and the plan different inventories."""
+    read_inventory(spark, location)
+    row = DeltaTable.forPath(spark, location).history(1).select("version").first()
+    assert row is not None
+    return int(row["version"])
+
+
+def gated_slice(ctx: TableContext) -> DataFrame:
+    """Gate the inventory for one table and return its slice (persisted): the objects Delta sees."""
+    spark, location, state, options = ctx.spark, ctx.location, ctx.snapshot, ctx.options
+    if state.has_characters_beyond_the_basic_plane:
+        raise VacuumRefused(
+            f"the table location {state.qualified_location} has a character outside Unicode's Basic "
+            "Multilingual Plane, which Delta's inventory mode mis-cuts into wrong paths; "
+            "vacuum this table with --mode list"
+        )
+    if options.mode == Mode.FLAT:
+        inventory = listing_inventory(spark, location)
+    else:
+        assert options.inventory_table is not None
+        inventory = read_inventory(spark, options.inventory_table, ctx.run_context.inventory_version)
+    name_jobs(spark, "inventory figures")
+    # the inventory mode's table is one pinned version for the whole run; a flat listing is the table's own
+    bucket_wide = (
+        ctx.run_context.figures_of_bucket(inventory, location.bucket)
+        if options.mode == Mode.INVENTORY
+        else None
+    )
+    # the table's rows of the pinned inventory, read once: the figures and the classification
+    # both read them (each read of the Delta table would plan its file skipping anew)
+    under = rows_under(inventory, location).persist()
+    try:
+        return _classified_slice(ctx, under, bucket_wide)
+    finally:
+        under.unpersist()
+
+
+def _classified_slice(
+    ctx: TableContext, under: DataFrame, bucket_wide: tuple[int | None, int | None] | None
+) -> DataFrame:
+    spark, location, state, options, run = ctx.spark, ctx.location, ctx.snapshot, ctx.options, ctx.run
+    figures = inventory_figures(under, location, bucket_wide)
+    taken_at = figures.inventory_taken_at
+    if taken_at is not None:
+        run.inventory_taken_at = taken_at.isoformat()
+    gates.check_freshness(
+        taken_at, datetime.now(timezone.utc), options.max_inventory_age_hours, location.bucket
+    )
+    assert taken_at is not None
+    gates.check_inventory_present(figures.objects_under_table, location.bucket, location.uri)
+    size_shuffles(spark, figures.objects_under_table)
+    if (
+        figures.newest_modification_millis is not None
+        and figures.newest_modification_millis < MILLISECONDS_FLOOR
+    ):
+        raise VacuumRefused(
+            f"the inventory's modificationTime for bucket {location.bucket} looks like seconds, not "
+            f"milliseconds (newest {figures.newest_modification_millis}): every file would look ancient"
+        )
+    name_jobs(spark, "ledger")
+    deleted = (
+        deleted_since(spark, ctx.ledger, location.bucket, taken_at - LEDGER_MARGIN) if ctx.ledger else None
+    )
+    protected_prefixes = ctx.protected_prefixes
+    # a protected path with a log of its own (the inventory table, say) is reported as protected
+    nested_roots = not_protected(figures.nested_roots, protected_prefixes)
+    name_jobs(spark, "classify objects")
+    # cached in only the columns read again: caching costs in proportion to the bytes
+    classified = (
+        classify_objects(
+            table_objects(under, location),
+            state,
+            nested_roots=nested_roots,
+            protected_prefixes=protected_prefixes,
+            deleted_earlier=deleted,
+            check_sendable=run.delete_with == DeleteWith.BATCH,
+            delete_markers=run.delete_with == DeleteWith.BATCH,
+        )
+        .select(*CLASSIFIED_COLUMNS)
+        .persist()
+    )
+    try:
+        kept = (
+            classified.where(F.col("kept_reason").isNotNull())
+            .groupBy("kept_reason", "nested_root")
+            .agg(F.count(F.lit(1)).alias("objects"))
+            .collect()
+        )
+        for row in kept:
+            run.keep(row["kept_reason"], row["objects"])
+        report_nested(
+            state,
+            {r["nested_root"]: int(r["objects"]) for r in kept if r["kept_reason"] == KEPT_NESTED_TABLE},
+            nested_roots,
+            run,
+        )
+        report_protected(run)
+        slice_frame = inventory_slice(classified, state).persist()
+        name_jobs(spark, "coverage")
+        assert ctx.live_files is not None
+        eligible, covered = coverage_counts(
+            ctx.live_files, slice_frame, int(taken_at.timestamp() * 1000), state
+        )
+    finally:
+        classified.unpersist()
+    run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)
+    return slice_frame
+
+
+def not_protected(roots: Sequence[str], protected_prefixes: Sequence[str]) -> list[str]:
+    """Nested-table roots that are not a protected path (those are reported as protected)."""
+    return [r for r in roots if not any(r == p or r.startswith(p + "/") for p in protected_prefixes)]
+
+
+def report_nested(
+    state: TableState, kept_by_root: dict[str, int], roots: Sequence[str], run: TableRun
+) -> None:
+    """One entry and one warning per nested table kept."""
+    for root in roots:
+        objects = kept_by_root.get(root, 0)
+        run.nested_tables.append({"path": state.base + root, "objects_kept": objects})
+        run.warnings.append(
+            f"nested Delta table {state.base}{root} is not this table's: kept its {objects} object(s)"
+        )
+
+
+def report_protected(run: TableRun) -> None:
+    """One warning when objects under the tool's own paths were kept."""
+    if run.kept.get(KEPT_PROTECTED_PATH):
+        run.warnings.append(
+            f"kept {run.kept[KEPT_PROTECTED_PATH]} object(s) under paths this tool uses "
+            "(inventory, history or ledger table, or another registered table)"
+        )

@@ -1,0 +1,104 @@
+"""Each table's own session, sized to the table: its Delta snapshot's partitions, its shuffles and
+whether adaptive execution runs.
+
+Every table runs on its own ``SparkSession.newSession()`` (same SparkContext, own SQL conf and
+temporary views), made the active session of the thread that runs it: Delta needs an active
+session on the calling JVM thread (for example to read a checkpoint another writer made), and a
+table's settings must not be seen by another table running at the same time.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from core.paths import StorageLocation
+from vacuum.snapshot import SHUFFLE_PARTITIONS, SNAPSHOT_PARTITIONS, shuffle_partitions, snapshot_partitions
+
+# where size_shuffles keeps the table session's own settings, for unsize_shuffles
+_CONFIGURED_SHUFFLES = "inventory-vacuum.configuredShufflePartitions"
+_CONFIGURED_ADAPTIVE = "inventory-vacuum.configuredAdaptive"
+_ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
+def activate(session: SparkSession) -> None:
+    """Make ``session`` the active SparkSession of the calling thread, in Python and in the JVM.
+
+    PySpark pins each Python thread to its own JVM thread; Delta reads the JVM thread's active
+    session (for example while it loads a checkpoint), and a new thread has none.
+    """
+    jvm = session._jvm
+    assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
+    for name in ("org.apache.spark.sql.classic.SparkSession", "org.apache.spark.sql.SparkSession"):
+        try:
+            getattr(jvm, name).setActiveSession(session._jsparkSession)
+            break
+        except Exception:  # Spark 3.5 has no classic package
+            continue
+    SparkSession._activeSession = session
+
+
+def snapshot_sized_by_user(spark: SparkSession) -> bool:
+    """The user set Delta's snapshot partitions: every table keeps that setting."""
+    return spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None
+
+
+def session_for(spark: SparkSession, location: StorageLocation, *, sized_by_user: bool) -> SparkSession:
+    """A new session, active on the calling thread, with Delta's snapshot sized to ``location``."""
+    session = spark.newSession()
+    if not sized_by_user:
+        parallelism = spark.sparkContext.defaultParallelism
+        session.conf.set(SNAPSHOT_PARTITIONS, str(snapshot_partitions(location, parallelism)))
+    activate(session)
+    return session
+
+
+def adaptive_off_until_sized(spark: SparkSession) -> None:
+    """This session is this table's: its first queries (Delta's snapshot, the inventory figures)
+    run without adaptive execution, which would make each of their query stages a Spark job of
+    its own; :func:`size_shuffles` turns it back on for a plan of more partitions than the
+    cluster's parallelism. The session's own setting is kept for :func:`unsize_shuffles` (once:
+    a second call keeps it)."""
+    if spark.conf.get(_CONFIGURED_ADAPTIVE, None) is None:
+        # without a default: Spark's own when unset
+        spark.conf.set(_CONFIGURED_ADAPTIVE, str(spark.conf.get(_ADAPTIVE)))
+    spark.conf.set(_ADAPTIVE, "false")
+
+
+def size_shuffles(spark: SparkSession, objects: int) -> None:
+    """This session is this table's: the plan's shuffles (ours and Delta's dry run) sized to its
+    objects, until :func:`unsize_shuffles`. A setting that is not a number (a platform's
+    ``auto``) is left as it is.
+
+    A plan whose shuffles fit in one wave of tasks (no more partitions than the cluster's
+    parallelism) also runs without adaptive execution: AQE runs every query stage as a Spark job
+    of its own, so a small table's plan took 42 jobs with it and 20 without (the same plan, and the
+    same answers), and one wave has nothing for AQE to coalesce. Its skew splits and runtime
+    join choices are lost with it; the plan's joins are on unique paths (no skewed key), and the
+    rule was measured on 2 cores only. A bigger plan gets the session's own setting back (see
+    :func:`adaptive_off_until_sized`)."""
+    try:
+        configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
+    except ValueError:
+        partitions = None
+    else:
+        spark.conf.set(_CONFIGURED_SHUFFLES, str(configured))
+        partitions = shuffle_partitions(objects, configured)
+        spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
+    if partitions is not None and partitions <= spark.sparkContext.defaultParallelism:
+        adaptive_off_until_sized(spark)
+    else:
+        configured_adaptive = spark.conf.get(_CONFIGURED_ADAPTIVE, None)
+        if configured_adaptive is not None:
+            spark.conf.set(_ADAPTIVE, configured_adaptive)
+
+
+def unsize_shuffles(spark: SparkSession) -> None:
+    """Before deleting: the session's own shuffle and adaptive settings again. Delta's parallel
+    delete takes its task count from it (unless
+    ``spark.databricks.delta.vacuum.parallelDelete.parallelism`` is set), and so do the existence
+    checks and the ledger's joins; a delete's work is the garbage's requests, which a table's
+    object count does not bound (one task for a table's every delete)."""
+    for setting, kept in ((SHUFFLE_PARTITIONS, _CONFIGURED_SHUFFLES), (_ADAPTIVE, _CONFIGURED_ADAPTIVE)):
+        configured = spark.conf.get(kept, None)
+        if configured is not None:
+            spark.conf.set(setting, configured)
