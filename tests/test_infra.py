@@ -339,6 +339,7 @@ def test_every_checkov_skip_says_why() -> None:
         assert re.match(r":\s*\S.{20,}", reason), (check, reason)
 
 
+@pytest.mark.slow
 def test_checkov_finds_nothing_unexplained() -> None:
     started = time.monotonic()
     result = subprocess.run(
@@ -697,6 +698,7 @@ def _normalised(statements: list[dict[str, Any]]) -> list[str]:
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_terraform_validates_and_plans_the_policy_inventory_iam_renders(
     tmp_path: Path, moto_endpoint: str
 ) -> None:

@@ -57,6 +57,7 @@ def nested_lake(spark, s3, bucket_factory, tmp_path):
     return {"bucket": source, "outer": outer, "inner": inner, "inventory": inventory, "registry": registry}
 
 
+@pytest.mark.slow
 def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidates(spark, s3, nested_lake):
     lake = nested_lake
     inner_keys = {k for k in keys_of(s3, lake["bucket"], "wh/outer/inner_tbl/")}
@@ -81,6 +82,7 @@ def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidat
     assert any("nested Delta table" in w and "inner_tbl" in w for w in run["warnings"])
 
 
+@pytest.mark.slow
 def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake, capsys):
     lake = nested_lake
     before = keys_of(s3, lake["bucket"])
@@ -127,6 +129,7 @@ def test_table_location_beyond_the_basic_plane_is_refused_in_inventory_mode(spar
     assert pq.read_table(out).column("path").to_pylist() == [f"file:{root}/orphan.parquet"]
 
 
+@pytest.mark.slow
 def test_deep_partition_tree_plans_no_directories(spark, s3, bucket_factory, tmp_path):
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
     uri = f"s3a://{source}/deep"
@@ -151,6 +154,7 @@ def test_deep_partition_tree_plans_no_directories(spark, s3, bucket_factory, tmp
     )
 
 
+@pytest.mark.slow
 def test_delta_delete_counts_what_is_really_gone(spark, s3, s3_server, lake_with_junk):
     """Delta swallows each file's delete error; the report must show the measured count."""
     lake = lake_with_junk
@@ -190,6 +194,7 @@ def test_batch_delete_under_access_denied_counts_ledgers_and_reports(spark, s3, 
     assert {r["key"] for r in ledger} == lake["expected"] - denied
 
 
+@pytest.mark.slow
 def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spark, s3, lake_with_junk):
     lake = lake_with_junk
     # a later delivery whose scan met the junk before the first run deleted it (its timestamp is
@@ -222,6 +227,7 @@ def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spar
 
 
 @pytest.mark.parametrize("delete_with", ["batch", "delta"])
+@pytest.mark.slow
 def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gone(
     spark, s3, lake_with_junk, delete_with
 ):
@@ -315,6 +321,7 @@ def test_inventory_with_wrong_types_or_seconds_is_refused(spark, tmp_path, capsy
     assert code == 1 and "looks like seconds" in result["tables"][0]["reason"]
 
 
+@pytest.mark.slow
 def test_unwritable_report_path_is_found_before_anything_is_deleted(spark, s3, lake_with_junk, capsys):
     lake = lake_with_junk
     before = keys_of(s3, lake["bucket"])
@@ -332,6 +339,7 @@ def test_unwritable_report_path_is_found_before_anything_is_deleted(spark, s3, l
     assert keys_of(s3, lake["bucket"]) == before
 
 
+@pytest.mark.slow
 def test_the_run_reads_one_pinned_inventory_version(spark, s3, lake_with_junk):
     from delta.tables import DeltaTable
 
@@ -342,6 +350,7 @@ def test_the_run_reads_one_pinned_inventory_version(spark, s3, lake_with_junk):
     assert result["tables"][0]["inventory_version"] == newest
 
 
+@pytest.mark.slow
 def test_tables_deleting_in_parallel_share_one_ledger(spark, s3, bucket_factory, tmp_path):
     """The first run creates the ledger once: parallel first appends used to race on creating it."""
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
