@@ -1,7 +1,8 @@
 """Fast checks of the benchmark's own parts (no Spark, no timing): prices, the latency model, the
 indexed listing against moto's, putting a table back, and the Markdown.
 
-Run with ``.venv/bin/python -m pytest benchmarks/test_benchmarks.py``.
+They run with the suite on the default Spark line (pyproject.toml's testpaths), in seconds;
+alone: ``.venv/bin/python -m pytest benchmarks/test_benchmarks.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from benchmarks.s3_server import (
     put_objects,
 )
 from benchmarks.synthetic_table import GARBAGE, LIVE, PLACEHOLDER, Shares, SyntheticTable, plan_files
+
+pytestmark = pytest.mark.spark_independent
 
 
 def test_prices_follow_the_published_tiers() -> None:
