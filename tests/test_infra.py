@@ -296,9 +296,9 @@ def test_the_daily_run_chains_the_three_jobs_and_alerts_on_failure(tf: dict[str,
     assert "states:::sns:publish" in notify and "aws_sns_topic.alerts.arn" in notify and '"Failed"' in notify
     assert locals_["jobs"]["Ingest"]["entry_point"] == "${local.code_uri}/jobs/ingest_inventory.py"
     assert locals_["jobs"]["Vacuum"]["entry_point"] == "${local.code_uri}/jobs/vacuum_tables.py"
-    assert locals_["jobs"]["Chargeback"]["entry_point"] == "${local.code_uri}/jobs/chargeback.py"
+    assert locals_["jobs"]["Chargeback"]["entry_point"] == "${local.code_uri}/jobs/chargeback_report.py"
     assert locals_["jobs"]["Ingest"]["next"] == "Vacuum"
-    for script in ("ingest_inventory.py", "vacuum_tables.py", "chargeback.py"):
+    for script in ("ingest_inventory.py", "vacuum_tables.py", "chargeback_report.py"):
         assert (ROOT / "jobs" / script).is_file()
 
     schedule = tf["resource"]["aws_scheduler_schedule"]["daily"]

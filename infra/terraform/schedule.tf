@@ -28,7 +28,7 @@ locals {
     }
     Chargeback = {
       role        = aws_iam_role.chargeback.arn
-      entry_point = "${local.code_uri}/jobs/chargeback.py"
+      entry_point = "${local.code_uri}/jobs/chargeback_report.py"
       arguments   = local.chargeback_arguments
       next        = "Done"
     }

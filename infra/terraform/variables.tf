@@ -125,7 +125,7 @@ variable "extra_kms_key_arns" {
 # ---- Code and EMR Serverless -------------------------------------------------------------------
 
 variable "code_bucket" {
-  description = "Existing bucket holding the code the job runs read: jobs/ingest_inventory.py, jobs/vacuum_tables.py, jobs/chargeback.py and the packed Python environment (python_env_archive). It may be the destination bucket."
+  description = "Existing bucket holding the code the job runs read: jobs/ingest_inventory.py, jobs/vacuum_tables.py, jobs/chargeback_report.py and the packed Python environment (python_env_archive). It may be the destination bucket."
   type        = string
 }
 
