@@ -1,5 +1,6 @@
-# Shared by setup.sh and test.sh: a project-local virtualenv with the pinned stack, and the Java
-# that Spark 4 needs. Neither is looked up on PATH alone: cron, CI and `env -i` give a bare PATH
+# Shared by setup.sh, test.sh and the Makefile: a project-local virtualenv with the pinned stack,
+# the Java that Spark 4 needs, and one pytest run of the test matrix. Neither Python nor Java is
+# looked up on PATH alone: cron, CI and `env -i` give a bare PATH
 # (/usr/bin:/bin) that often lacks pyenv's or Homebrew's python3.11 and a JDK's bin directory.
 #
 # Choose them explicitly with PYTHON=/path/to/python3.11 (only used to create .venv) and
@@ -68,7 +69,7 @@ venv_dir() {  # venv_dir LINE [PYTHON_VERSION]: where that Spark line (on that P
   echo "$dir"
 }
 
-# ensure_venv [LINE [PYTHON_VERSION]]: create the venv of that Spark line (default 4.0, in .venv)
+# ensure_venv [LINE [PYTHON_VERSION]]: create the venv of that Spark line (default the default line, in .venv)
 # with that Python (default 3.11) if needed, and install the project into it (editable, with the dev
 # extras, the line's pins as constraints); skipped while pyproject.toml and the pins are unchanged.
 ensure_venv() {
@@ -94,4 +95,52 @@ ensure_venv() {
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]' -c "$pins" || return 1
     echo "$wanted" > "$stamp"
   fi
+}
+
+# run_tests LABEL LINE PYTHON_VERSION PYTEST_ARGS...: one pytest run in that Spark line's venv (on
+# that Python), as the Makefile's targets run them. Each run has its own pytest temp root
+# (--basetemp: pytest prunes the numbered directories of a shared one, under a run beside it) and
+# no pytest cache (two runs would overwrite it). Spark is the venv's pyspark, run by the venv's
+# interpreter, whatever the caller's SPARK_HOME or PYSPARK_* say. Its outcome and time print as one
+# line at its end, and go to the file $TEST_SUMMARY too when that is set.
+run_tests() {
+  local label=$1 line=$2 version=$3 venv started=$SECONDS rc=0 temp outcome
+  shift 3
+  venv="$(venv_dir "$line" "$version")"
+  unset SPARK_HOME PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON PYSPARK_SUBMIT_ARGS
+  if [ ! -x "$venv/bin/python" ]; then
+    outcome="FAILED ($venv is not installed: bash infra/test.sh installs it)"
+    rc=2
+  elif ! ensure_java; then
+    outcome="FAILED (no Java 17+)"
+    rc=2
+  else
+    echo "=== $label: $("$venv/bin/python" -c 'import sys, pyspark, importlib.metadata as m; print("Python", sys.version.split()[0], "pyspark", pyspark.__version__, "delta-spark", m.version("delta-spark"))')"
+    temp="$(mktemp -d "${TMPDIR:-/tmp}/inventory-vacuum-pytest.XXXXXX")"
+    INVENTORY_VACUUM_SPARK_LINE=$line "$venv/bin/python" -m pytest --basetemp "$temp" -p no:cacheprovider "$@" || rc=$?
+    rm -rf "$temp"
+    if [ "$rc" = 0 ]; then outcome=passed; else outcome="FAILED (pytest exit $rc)"; fi
+  fi
+  outcome="$(printf '%-36s %s in %d min %02d s' "$label:" "$outcome" $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)))"
+  echo "$outcome"
+  if [ -n "${TEST_SUMMARY:-}" ]; then echo "$outcome" >> "$TEST_SUMMARY"; fi
+  return "$rc"
+}
+
+# ensure_chromium: Debian's chromium, which the HTML chargeback report's test renders the report in
+# (it skips without /usr/bin/chromium). Installed with apt-get when running as root; otherwise one
+# line says the test will skip.
+ensure_chromium() {
+  [ -x /usr/bin/chromium ] && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "no /usr/bin/chromium (installing it needs root and apt-get): the HTML report's test in headless Chromium will skip"
+    return 0
+  fi
+  echo "installing Debian's chromium (apt-get) for the HTML report's test in headless Chromium"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
+      || echo "apt-get could not install chromium: the HTML report's test in headless Chromium will skip"
+  fi
+  return 0
 }

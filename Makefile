@@ -1,0 +1,138 @@
+# The tests in tiers, and the matrix of Spark lines and Pythons they run on. `bash infra/test.sh`
+# installs the venvs these targets use (idempotent), then runs `make -k -j2 -O test`.
+#
+#   make fast                                        # the fast tier: a few minutes
+#   make -k -j2 -O test                              # everything CI runs, two runs at a time
+#   make test PYTEST_ARGS="tests/test_safety.py -x"  # only those, on the default line
+#   make test PYTEST_ARGS=tests SPARK_LINES=3.5      # the whole suite on the 3.5 line
+#   make test PYTHON_VERSIONS=                       # no smoke runs on the other Pythons
+#
+# What runs where is chosen by the tests' markers (pyproject.toml lists them):
+#   fast            the default line (.venv) without the slow tests: the planner, the gates, the
+#                   ledger, and real vacuums on the local S3
+#   default-line    the default line's suite but the cluster and fault tests; with it run the
+#                   benchmarks' own tests (testpaths) and the docs build (tests/test_docs.py)
+#   cluster-faults  the default line's standalone-cluster and fault tests (processes SIGKILLed
+#                   mid-write, S3 faults), in JVMs of their own
+#   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>):
+#                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
+#                   SDK, the jars and package a cluster gets
+#   smoke           the parsers and the installed command end to end on the other Pythons
+#                   (.venv-py<VERSION>, default line)
+#   docs            the docs site builds with mkdocs --strict
+#   benchmarks-tests  the benchmarks' own tests (no Spark, seconds)
+#
+# Under -j2, `test` runs two streams of about the same length, since one run's driver JVM keeps
+# about one core busy: default-line then the smoke runs in one; cluster-faults then the other lines,
+# one after another, in the other. A run that fails does not stop the runs after it; `test` ends
+# with one line per run (passed or failed, minutes) and fails if any run failed.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
+
+ENV := source infra/env.sh
+DEFAULT_SPARK_LINE := $(shell $(ENV) && echo $$DEFAULT_SPARK_LINE)
+DEFAULT_PYTHON_VERSION := $(shell $(ENV) && echo $$DEFAULT_PYTHON_VERSION)
+SPARK_LINES_SUPPORTED := $(shell $(ENV) && echo $$SPARK_LINES_SUPPORTED)
+PYTHON_VERSIONS_SUPPORTED := $(shell $(ENV) && echo $$PYTHON_VERSIONS_SUPPORTED)
+PYTHON_VERSIONS_SMOKED := $(shell $(ENV) && echo $$PYTHON_VERSIONS_SMOKED)
+OTHER_LINES := $(filter-out $(DEFAULT_SPARK_LINE),$(SPARK_LINES_SUPPORTED))
+OTHER_PYTHONS := $(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIONS_SUPPORTED))
+
+# What `test` runs. PYTEST_ARGS, when given, replace the matrix: those arguments on each line of
+# SPARK_LINES (the default line unless set). Otherwise SPARK_LINES and PYTHON_VERSIONS narrow it.
+PYTEST_ARGS ?=
+ifeq ($(strip $(PYTEST_ARGS)),)
+SPARK_LINES ?= $(SPARK_LINES_SUPPORTED)
+else
+SPARK_LINES ?= $(DEFAULT_SPARK_LINE)
+endif
+PYTHON_VERSIONS ?= $(PYTHON_VERSIONS_SMOKED)
+
+# run_tests LABEL LINE PYTHON_VERSION PYTEST_ARGS... (infra/env.sh): one pytest run in that venv
+RUN := $(ENV) && run_tests
+run_default = $(RUN) "$(1)" $(DEFAULT_SPARK_LINE) $(DEFAULT_PYTHON_VERSION)
+
+.PHONY: help test matrix fast default-line cluster-faults smoke docs benchmarks-tests
+
+help:
+	@echo "targets: fast default-line cluster-faults $(addprefix line-,$(OTHER_LINES)) smoke docs benchmarks-tests test"
+	@echo "test is everything CI runs (make -k -j2 -O test: two runs at a time); the Makefile's first lines say what each runs"
+
+fast:
+	@$(call run_default,fast (Spark $(DEFAULT_SPARK_LINE), not slow)) -m "not slow" $(or_continue)
+
+default-line:
+	@$(call run_default,Spark $(DEFAULT_SPARK_LINE)) -m "not cluster and not faults" $(or_continue)
+
+cluster-faults:
+	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (cluster and faults)) -m "cluster or faults" $(or_continue)
+
+define line_target
+.PHONY: line-$(1)
+line-$(1):
+	@$$(RUN) "Spark $(1) (line-sensitive)" $(1) $$(DEFAULT_PYTHON_VERSION) -m line_sensitive $$(or_continue)
+endef
+$(foreach line,$(OTHER_LINES),$(eval $(call line_target,$(line))))
+
+define smoke_target
+.PHONY: smoke-$(1)
+smoke-$(1):
+	@$$(RUN) "Python $(1) (smoke)" $$(DEFAULT_SPARK_LINE) $(1) -m smoke $$(or_continue)
+endef
+$(foreach version,$(OTHER_PYTHONS),$(eval $(call smoke_target,$(version))))
+
+smoke: $(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIONS)))
+
+# PYTEST_ARGS on one line (the shell reads them from the environment: they may hold quoted words)
+define pytest_target
+.PHONY: pytest-$(1)
+pytest-$(1):
+	@eval "set -- $$$$PYTEST_ARGS" && $$(RUN) "Spark $(1): $$$$*" $(1) $$(DEFAULT_PYTHON_VERSION) "$$$$@" $$(or_continue)
+endef
+$(foreach line,$(SPARK_LINES_SUPPORTED),$(eval $(call pytest_target,$(line))))
+
+docs:
+	@site="$$(mktemp -d "$${TMPDIR:-/tmp}/inventory-vacuum-site.XXXXXX")" && status=0 && \
+	NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict --site-dir "$$site" || status=$$?; \
+	rm -rf "$$site"; exit $$status
+
+benchmarks-tests:
+	@$(call run_default,benchmarks' own tests) benchmarks/test_benchmarks.py
+
+# The runs `test` makes, and the order under -j: the foreground stream first, so that make starts
+# its first run and the other stream's first run together; each run waits for the one before it in
+# its stream.
+ifeq ($(strip $(PYTEST_ARGS)),)
+FOREGROUND := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),default-line) \
+	$(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIONS)))
+BESIDE := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),cluster-faults) \
+	$(addprefix line-,$(filter-out $(DEFAULT_SPARK_LINE),$(SPARK_LINES)))
+else
+FOREGROUND := $(addprefix pytest-,$(SPARK_LINES))
+BESIDE :=
+endif
+
+matrix: $(FOREGROUND) $(BESIDE)
+	@:
+
+ifneq ($(filter matrix,$(MAKECMDGOALS)),)
+# in the matrix a failed run lets the next one in its stream start; each run's outcome is in the summary
+or_continue := || true
+define after
+$(2): | $(1)
+endef
+chain = $(if $(word 2,$(1)),$(eval $(call after,$(word 1,$(1)),$(word 2,$(1))))$(call chain,$(wordlist 2,$(words $(1)),$(1))))
+$(call chain,$(strip $(FOREGROUND)))
+$(call chain,$(strip $(BESIDE)))
+endif
+
+test:
+	@summary="$$(mktemp "$${TMPDIR:-/tmp}/inventory-vacuum-tests.XXXXXX")" && status=0 && \
+	TEST_SUMMARY="$$summary" $(MAKE) --no-print-directory matrix || status=$$?; \
+	if [ -n "$(DRY_RUN)" ]; then :; elif [ ! -s "$$summary" ]; then \
+	  echo "nothing ran: no Spark line in SPARK_LINES ($(SPARK_LINES_SUPPORTED)) and no other Python in PYTHON_VERSIONS"; status=2; \
+	else echo "=== the runs:"; cat "$$summary"; if grep -q FAILED "$$summary"; then status=1; fi; fi; \
+	rm -f "$$summary"; exit $$status
