@@ -3,7 +3,7 @@
 A synthetic inventory table of R rows (default 10M: 1,000 tables of 20 owners plus 10% unowned
 objects, six storage classes, Intelligent-Tiering tiers) is written by Spark in the inventory
 table's schema (not timed), on the local disk: the point is the chargeback's own work, one
-aggregation over the table, not S3 throughput. Then ``inventory.chargeback.chargeback`` runs, as
+aggregation over the table, not S3 throughput. Then ``chargeback.build_report`` runs, as
 ``inventory-vacuum chargeback`` does (the trend and history tables off, so the figure is the pass
 over the inventory), once unrecorded and then once per ``--by``; the Spark jobs of each are
 counted from Spark's status tracker.
@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(rows: int, folder: Path) -> dict[str, Any]:
+    from chargeback import build_report, load_prices, parse_group_by
     from core.registry import parse_registry
     from core.session import build_spark_session
-    from inventory.chargeback import chargeback, load_prices, parse_group_by
 
     started_at = datetime.now(timezone.utc)
     before = machine()
@@ -122,7 +122,7 @@ def run(rows: int, folder: Path) -> dict[str, Any]:
         def timed(by: str, group: str) -> dict[str, Any]:
             spark.sparkContext.setJobGroup(group, f"chargeback --by {by}")
             started = time.monotonic()
-            report = chargeback(spark, location, registry, parse_group_by(by), prices, trend_days=0)
+            report = build_report(spark, location, registry, parse_group_by(by), prices, trend_days=0)
             seconds = time.monotonic() - started
             spark.sparkContext.setJobGroup("", "")
             data = report.to_dict()

@@ -50,7 +50,7 @@ S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 # The packages Spark tasks import (e.g. vacuum.execute's batch delete), shipped to the executors
 # as one zip under this name; a file of this name already given to spark-submit --py-files wins.
-PACKAGES = ("core", "inventory", "vacuum", "jobs")
+PACKAGES = ("core", "inventory", "vacuum", "chargeback", "jobs")
 PACKAGE_ZIP = "inventory_vacuum.zip"
 
 # local, local[4], local[*], local[4,2]: tasks run in the driver's process, on the driver's machine.

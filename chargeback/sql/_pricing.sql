@@ -1,4 +1,5 @@
--- Monthly storage cost per registered table; objects under no registered table are 'unowned'.
+--@ The pricing shared by the analysts' queries: each query's "--@include _pricing.sql" line is
+--@ replaced by the lines below (chargeback.sql.sql_text; lines starting with --@ are left out).
 -- Reads three views: inventory (the inventory Delta table, e.g. CREATE TEMPORARY VIEW inventory AS
 -- SELECT * FROM delta.`s3://meta/warehouse/inventory`), prices (price_key, price_per_gb_month,
 -- minimum_billable_bytes, overhead_bytes, standard_overhead_bytes, monitoring_per_object,
@@ -41,11 +42,3 @@ priced AS (
   LEFT JOIN prices p ON p.price_key = o.price_key
   CROSS JOIN standard s
 )
-SELECT
-  coalesce(`table`, 'unowned') AS `table`,
-  count(*) AS objects,
-  sum(length) AS bytes,
-  sum(monthly_cost) AS monthly_cost
-FROM priced
-GROUP BY coalesce(`table`, 'unowned')
-ORDER BY monthly_cost DESC, `table`

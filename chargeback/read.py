@@ -1,0 +1,47 @@
+"""Reading the tables a chargeback prices: the inventory table's current objects, and the history
+tables beside it (read only; one that cannot be read is a warning, not an error)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from core.errors import InventoryTableError, spark_error_summary
+from inventory.schema import with_optional_columns
+from inventory.usage import OPTIONAL_COLUMNS
+
+REQUIRED_COLUMNS = ("bucket", "key", "length", "storage_class")
+
+
+def read_inventory_for_chargeback(spark: SparkSession, location: str) -> DataFrame:
+    """The current objects of the inventory table; an :class:`InventoryTableError` (exit 2) when it
+    cannot be read or lacks a column the chargeback needs (``storage_class`` above all)."""
+    try:
+        frame = spark.read.format("delta").load(location)
+        columns = set(frame.columns)
+    except Exception as error:
+        raise InventoryTableError(
+            f"inventory table {location} cannot be read: {spark_error_summary(error)}"
+        ) from None
+    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
+    if missing:
+        raise InventoryTableError(
+            f"inventory table {location} lacks column(s) {', '.join(missing)}: "
+            "not an inventory-vacuum inventory table, nothing to price"
+        )
+    frame = with_optional_columns(frame, OPTIONAL_COLUMNS)
+    current = F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(
+        F.col("is_delete_marker"), F.lit(False)
+    )
+    return frame.where(current)
+
+
+def read_history(spark: SparkSession, location: str, what: str, warnings: list[str]) -> DataFrame | None:
+    """The Delta table at ``location``, or None with a warning naming ``what`` when it cannot be read."""
+    try:
+        frame = spark.read.format("delta").load(location)
+        frame.columns  # noqa: B018 - resolves the table now, inside the try
+    except Exception as error:
+        warnings.append(f"no {what} at {location} ({spark_error_summary(error)[:120]})")
+        return None
+    return frame

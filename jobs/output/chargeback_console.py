@@ -1,0 +1,103 @@
+"""The chargeback report for people at a terminal, and :func:`render`, the report in any of the
+command's formats (text, CSV, JSON, HTML).
+
+The text reads the report's JSON form (``report.to_dict()``: the figures as the JSON holds them,
+and what the demo keeps). Amounts under a cent read ``< $0.01`` here; JSON, CSV and HTML keep
+the exact figure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from chargeback.report import ChargebackReport
+from jobs.output.csv import render_csv
+from jobs.output.html import render_html
+from jobs.output.units import count, money, size
+
+FORMATS = ("text", "csv", "json", "html")
+
+
+def render(report: ChargebackReport, fmt: str) -> str:
+    """The report in ``fmt`` (one of :data:`FORMATS`), ending in a newline."""
+    renderer = {"text": render_text, "csv": render_csv, "json": render_json, "html": render_html}[fmt]
+    return renderer(report)
+
+
+def render_json(report: ChargebackReport) -> str:
+    return json.dumps(report.to_dict(), default=str) + "\n"
+
+
+def render_text(report: ChargebackReport) -> str:
+    return "\n".join(text_lines(report.to_dict())) + "\n"
+
+
+def text_lines(data: Mapping[str, Any]) -> list[str]:
+    """The text report of a chargeback's ``to_dict()``: one line per group, storage class, prefix,
+    bucket, table and date."""
+    currency = data["currency"]
+
+    def figures(tally: Mapping[str, Any], objects: str = "objects") -> str:
+        return (
+            f"{tally[objects]:>12,} {count(tally['bytes']):>18} {size(tally['bytes']):>11} "
+            f"{money(tally['monthly_cost'], currency, exact=False):>14}"
+        )
+
+    def line(name: str, tally: Mapping[str, Any], indent: str = "") -> str:
+        return f"{indent + name:40} {figures(tally)}"
+
+    lines = [
+        f"storage cost by {data['by']} ({currency} per month, list prices as of {data['prices_as_of']}, "
+        f"{data['price_file']})",
+        "",
+        f"{'group':40} {'objects':>12} {'bytes':>18} {'size':>11} {'monthly cost':>14}",
+    ]
+    for group in data["groups"]:
+        lines.append(line(group["group"], group))
+        lines += [line(name, tally, "    ") for name, tally in group.get("storage_classes", {}).items()]
+    lines += ["", line("total", data["totals"])]
+    unowned = data["unowned"]
+    lines += [
+        "",
+        (
+            f"unowned (under no registered table): {unowned['objects']:,} objects, {size(unowned['bytes'])}, "
+            f"{money(unowned['monthly_cost'], currency, exact=False)}; by top-level prefix:"
+        ),
+    ]
+    lines += [line(p["prefix"], p, "  ") for p in unowned["prefixes"]] or ["  (none)"]
+    noncurrent = data["noncurrent"]
+    if noncurrent:
+        lines += [
+            "",
+            f"noncurrent versions (from {noncurrent['from']}, priced at {noncurrent['priced_as']}; no vacuum "
+            "frees them):",
+        ]
+        lines += [
+            f"  {b['bucket']:38} {figures(b)}  ({b['delete_markers']} delete markers)"
+            for b in noncurrent["buckets"]
+        ] or ["  (none recorded)"]
+        if noncurrent.get("prefixes"):
+            lines.append("  by owning table, or top-level prefix under no table:")
+            lines += [
+                f"    {p['bucket'] + ': ' + p['group']:36} {figures(p)}  ({p['delete_markers']} delete markers)"
+                for p in noncurrent["prefixes"]
+            ]
+    lines += ["", "reclaimable by vacuum (newest dry run in vacuum_runs):"]
+    lines += [
+        f"  {r['table']:38} {figures(r, 'files')}  (dry run {r['run_at']})" for r in data["reclaimable"]
+    ] or ["  (no dry run recorded)"]
+    trend = data["trend"]
+    if trend:
+        lines += [
+            "",
+            f"trend, last {trend['days']} days (from {', '.join(trend['from']) or 'nothing'}, at today's prices):",
+        ]
+        lines += [
+            f"  {p['date']:38} {figures(p)}"
+            + (f"  (carried forward: {', '.join(p['carried_forward'])})" if p["carried_forward"] else "")
+            for p in trend.get("points", [])
+        ] or ["  (no history yet)"]
+    lines += [f"warning: {w}" for w in data["warnings"]]
+    return lines
