@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 
 from core.paths import StorageLocation
 from core.registry import parse_registry
-from inventory.delivery_writer import snapshot_bucket
 from core.tables import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
+from inventory.delivery_writer import snapshot_bucket
 from inventory.schema import tag_owning_table
 from tests.support.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
 from tests.support.helpers import cli, cli_json, keys_of, put, submitted_json
@@ -356,6 +356,7 @@ def test_versioned_bucket_snapshot_with_all_versions(spark, s3, bucket_factory):
     assert set(table_rows(spark, table)) == {"t/a"}
 
 
+@pytest.mark.slow
 def test_rerun_is_idempotent_and_other_buckets_are_untouched(spark, s3, bucket_factory):
     first, second, inventory = bucket_factory("one"), bucket_factory("two"), bucket_factory("inv")
     put(s3, first, "a/1", "a/2")
