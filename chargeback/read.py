@@ -5,30 +5,26 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
-from core.errors import InventoryTableError, spark_error_summary
+from core.errors import spark_error_summary
+from core.tables import INVENTORY_TABLE_SCHEMA, read_inventory
 from inventory.schema import with_optional_columns
 from inventory.usage import OPTIONAL_COLUMNS
 
 REQUIRED_COLUMNS = ("bucket", "key", "length", "storage_class")
+_REQUIRED = StructType([f for f in INVENTORY_TABLE_SCHEMA if f.name in REQUIRED_COLUMNS])
 
 
 def read_inventory_for_chargeback(spark: SparkSession, location: str) -> DataFrame:
     """The current objects of the inventory table; an :class:`InventoryTableError` (exit 2) when it
     cannot be read or lacks a column the chargeback needs (``storage_class`` above all)."""
-    try:
-        frame = spark.read.format("delta").load(location)
-        columns = set(frame.columns)
-    except Exception as error:
-        raise InventoryTableError(
-            f"inventory table {location} cannot be read: {spark_error_summary(error)}"
-        ) from None
-    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
-    if missing:
-        raise InventoryTableError(
-            f"inventory table {location} lacks column(s) {', '.join(missing)}: "
-            "not an inventory-vacuum inventory table, nothing to price"
-        )
+    frame = read_inventory(
+        spark,
+        location,
+        required=_REQUIRED,
+        purpose="not an inventory-vacuum inventory table, nothing to price",
+    )
     frame = with_optional_columns(frame, OPTIONAL_COLUMNS)
     current = F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(
         F.col("is_delete_marker"), F.lit(False)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the zip that spark-submit ships to a cluster's executors with --py-files: the packages
-# inventory/, vacuum/ and jobs/ with their data files (the price file, the analysts' SQL), built
+# core/, inventory/, vacuum/, chargeback/ and jobs/ with their data files (the price file, the analysts' SQL), built
 # by the same function the jobs use when they ship themselves (core.session.package_zip).
 # Usage: bash infra/package.sh [OUT_DIR]   (default dist/; needs .venv: bash infra/setup.sh, or the
 # Python of another of the project's venvs in INVENTORY_VACUUM_PYTHON)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.tables import ToolTables
 from jobs.output import Output
 
 log = logging.getLogger("inventory_vacuum")
@@ -121,6 +122,7 @@ def run_demo(workdir: str, output: Output) -> int:
         )
         registry = load_registry(str(registry_path))
         inventory_table = f"s3://{INVENTORY}/tables/inventory"
+        located = ToolTables.beside(inventory_table)
         ingested = ingest(
             spark,
             s3,
@@ -130,20 +132,19 @@ def run_demo(workdir: str, output: Output) -> int:
                 config_id="daily",
                 inventory_table=inventory_table,
                 registry=registry,
-                runs_table=f"s3://{INVENTORY}/tables/inventory_runs",
-                usage_table=f"s3://{INVENTORY}/tables/inventory_usage",
+                runs_table=located.inventory_runs,
+                usage_table=located.inventory_usage,
             ),
             run_id="demo",
         )
-        history = f"s3://{INVENTORY}/tables/vacuum_runs"
         base = VacuumOptions(
             inventory_table=inventory_table,
-            history_table=history,
-            ledger_table=f"s3://{INVENTORY}/tables/vacuum_deletions",
+            history_table=located.vacuum_runs,
+            ledger_table=located.vacuum_deletions,
             delete_with="batch",
         )
         dry = vacuum_tables(spark, registry.select(None), _with(base, dry_run=True), run_id="demo-dry-run")
-        cost = _chargeback(spark, inventory_table, registry, history, folder)
+        cost = _chargeback(spark, located, registry, folder)
         real = vacuum_tables(spark, registry.select(None), base, run_id="demo")
         readable = {name: spark.read.format("delta").load(uri).count() for name, uri in tables.items()}
         result = DemoResult(ingested, dry, real, readable, str(folder), cost)
@@ -153,21 +154,21 @@ def run_demo(workdir: str, output: Output) -> int:
         server.stop()
 
 
-def _chargeback(spark: Any, inventory_table: str, registry: Any, history: str, folder: Path) -> Any:
+def _chargeback(spark: Any, located: ToolTables, registry: Any, folder: Path) -> Any:
     """The demo bucket's chargeback after the dry run (so reclaimable bytes show), also written as
     ``chargeback.html`` in the work folder."""
-    from inventory.chargeback import chargeback, load_prices, parse_group_by
-    from jobs.chargeback_output import render_html
+    from chargeback import build_report, load_prices, parse_group_by
+    from jobs.output.html import render_html
 
-    report = chargeback(
+    report = build_report(
         spark,
-        inventory_table,
+        located.inventory,
         registry,
         parse_group_by("owner"),
         load_prices(),
-        vacuum_runs_table=history,
-        inventory_runs_table=f"s3://{INVENTORY}/tables/inventory_runs",
-        usage_table=f"s3://{INVENTORY}/tables/inventory_usage",
+        vacuum_runs_table=located.vacuum_runs,
+        inventory_runs_table=located.inventory_runs,
+        usage_table=located.inventory_usage,
     )
     (folder / "chargeback.html").write_text(render_html(report), encoding="utf-8")
     return report

@@ -15,7 +15,7 @@ policy's size); with every table in one policy the S3 statements are exactly the
   ``inventory_runs`` and ``inventory_usage``; it deletes nothing.
 - **chargeback** reads the inventory table and its four siblings.
 
-The history tables are the siblings :func:`core.tables.default_history_location` names (the
+The history tables are the siblings :func:`core.tables.default_location` names (the
 defaults of ``--runs-table``, ``--history-table`` and so on). Listing is limited by ``s3:prefix``.
 A location's own key (``warehouse/events``) and the warehouse prefix (``warehouse``) are readable
 and listable as exact names because Hadoop's S3A probes them with a HEAD and a one-key LIST
@@ -45,10 +45,8 @@ from typing import Any
 from core.errors import ConfigError
 from core.paths import StorageLocation
 from core.registry import TableRegistry
-from core.tables import default_history_location
+from core.tables import INGEST_TABLES, VACUUM_TABLES, default_location
 
-INVENTORY_TABLES = ("inventory_runs", "inventory_usage")
-VACUUM_TABLES = ("vacuum_runs", "vacuum_deletions")
 ROLES = ("vacuum", "ingest", "chargeback")
 
 Statement = dict[str, Any]
@@ -140,7 +138,7 @@ def ingest_policy(
     """
     delivered = _location(destination, "--destination")
     inventory = _location(inventory_table, "--inventory-table")
-    written = [inventory, *(_sibling(inventory_table, name) for name in INVENTORY_TABLES)]
+    written = [inventory, *(_sibling(inventory_table, name) for name in INGEST_TABLES)]
     deliveries: list[Statement] = [
         _allow("ReadInventoryDeliveries", "s3:GetObject", [_objects(partition, delivered)]),
         _list("ListInventoryDeliveries", partition, delivered.bucket, _prefixes(delivered)),
@@ -169,7 +167,7 @@ def chargeback_policy(
         chargeback_policy("s3://meta/warehouse/inventory")
     """
     inventory = _location(inventory_table, "--inventory-table")
-    siblings = [_sibling(inventory_table, name) for name in (*INVENTORY_TABLES, *VACUUM_TABLES)]
+    siblings = [_sibling(inventory_table, name) for name in (*INGEST_TABLES, *VACUUM_TABLES)]
     statements = [
         *_read_statements("InventoryAndHistory", [inventory, *siblings], partition),
         *_tables_file_statements(tables_file, partition),
@@ -223,7 +221,7 @@ def _literal(location: StorageLocation, what: str) -> StorageLocation:
 
 
 def _sibling(inventory_table: str, name: str) -> StorageLocation:
-    return StorageLocation.parse(default_history_location(inventory_table, name))
+    return StorageLocation.parse(default_location(inventory_table, name))
 
 
 def _read_statements(name: str, locations: Sequence[StorageLocation], partition: str) -> list[Statement]:

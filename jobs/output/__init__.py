@@ -1,9 +1,22 @@
-"""Two renderers of the same result objects: human text and ``--json`` (one object on stdout)."""
+"""The one output layer: every command's result goes through an :class:`Output`, chosen once
+by the command line.
+
+- :class:`ConsoleOutput`: text for people, one renderer per command (``_<command>``);
+- :class:`JsonOutput`: one JSON object on stdout (``--json``), the result's ``to_dict()``;
+- :class:`DocumentOutput`: a rendered document (the chargeback's HTML or CSV), from the same
+  typed result.
+
+Numbers read the same everywhere (:mod:`jobs.output.units`); JSON keeps them exact.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
+from collections.abc import Callable
 from typing import Any, Protocol, TextIO
+
+from jobs.output.units import hours, size
 
 
 class Result(Protocol):
@@ -15,6 +28,8 @@ class Output(Protocol):
 
 
 class JsonOutput:
+    """``--json``: one JSON object, the result's ``to_dict()``, on one line."""
+
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
@@ -23,22 +38,48 @@ class JsonOutput:
         self.stream.flush()
 
 
-def _hours(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"{value:g}h" if value >= 1 or value == 0 else f"{value * 3600:.0f}s"
+class DocumentOutput:
+    """A document rendered from the typed result (``render(result) -> text``)."""
+
+    def __init__(self, stream: TextIO, render: Callable[[Any], str]) -> None:
+        self.stream = stream
+        self.render = render
+
+    def show(self, command: str, result: Result) -> None:
+        self.stream.write(self.render(result))
+        self.stream.flush()
 
 
-def _size(value: int | None) -> str:
-    amount = float(value or 0)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if amount < 1024 or unit == "TiB":
-            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
-        amount /= 1024
-    return f"{amount} B"
+def output_for(args: argparse.Namespace, stream: TextIO) -> Output:
+    """The output the command line asked for: ``--json``, a chargeback ``--format``, or text."""
+    chosen = "json" if getattr(args, "json", False) else getattr(args, "report_format", "text")
+    if chosen == "json":
+        return JsonOutput(stream)
+    if chosen == "html":
+        from jobs.output.html import render_html
+
+        return DocumentOutput(stream, render_html)
+    if chosen == "csv":
+        from jobs.output.csv import render_csv
+
+        return DocumentOutput(stream, render_csv)
+    return ConsoleOutput(stream)
+
+
+def size_or_unknown(value: int | None) -> str:
+    return size(value) if value is not None else "size unknown"
+
+
+def chargeback_lines(data: dict[str, Any]) -> list[str]:
+    """The chargeback report as console lines (from its JSON form, as the demo keeps it)."""
+    from jobs.output.chargeback_console import text_lines
+
+    return text_lines(data)
 
 
 class ConsoleOutput:
+    """Text for a terminal: the answer first, one line per bucket or table, then details."""
+
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
@@ -48,6 +89,15 @@ class ConsoleOutput:
         self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
 
+    def _chargeback(self, data: dict[str, Any]) -> list[str]:
+        return chargeback_lines(data)
+
+    def _iam_policy(self, data: dict[str, Any]) -> list[str]:
+        return [json.dumps(data, indent=2)]
+
+    def _fetch_jars(self, data: dict[str, Any]) -> list[str]:
+        return [f"in the local Ivy cache and loading: {', '.join(data['packages'])}"]
+
     def _ingest(self, data: dict[str, Any]) -> list[str]:
         lines = []
         for b in data["buckets"]:
@@ -55,11 +105,11 @@ class ConsoleOutput:
                 extra = ""
                 if b["noncurrent_objects"] or b["delete_markers"]:
                     extra = (
-                        f"; plus {b['noncurrent_objects']} noncurrent versions ({_size(b['noncurrent_bytes'])})"
+                        f"; plus {b['noncurrent_objects']} noncurrent versions ({size(b['noncurrent_bytes'])})"
                         f" and {b['delete_markers']} delete markers, not loaded"
                     )
                 lines.append(
-                    f"ok      {b['bucket']}: {b['rows']} objects, {_size(b['bytes'])} from {b['data_files']} "
+                    f"ok      {b['bucket']}: {b['rows']} objects, {size(b['bytes'])} from {b['data_files']} "
                     f"data file(s), inventory taken {b['inventory_taken_at']}{extra} ({b['seconds']:.1f}s)"
                 )
             else:
@@ -79,8 +129,6 @@ class ConsoleOutput:
         lines += ["", "== every table still reads after the vacuum"]
         lines += [f"ok       {name}: {rows} rows" for name, rows in data["tables_readable"].items()]
         if data.get("chargeback"):
-            from jobs.chargeback_output import text_lines
-
             lines += [
                 "",
                 "== chargeback of the demo bucket, after the dry run (list prices; nothing deleted yet)",
@@ -88,7 +136,7 @@ class ConsoleOutput:
             lines += [
                 "   (inventory-vacuum chargeback --inventory-table ... --tables tables.yaml --by owner)"
             ]
-            lines += text_lines(data["chargeback"])
+            lines += chargeback_lines(data["chargeback"])
             lines += [f"   HTML report: {data['workdir']}/chargeback.html"]
         lines += ["", f"tables.yaml written to {data['workdir']}/tables.yaml"]
         return lines
@@ -102,7 +150,7 @@ class ConsoleOutput:
     def _vacuum(self, data: dict[str, Any]) -> list[str]:
         lines = []
         for t in data["tables"]:
-            planned = f"{t['planned_files']} files, {_size_or_unknown(t['planned_bytes'])}"
+            planned = f"{t['planned_files']} files, {size_or_unknown(t['planned_bytes'])}"
             if t["dry_run"]:
                 outcome = f"would delete {planned}"
             elif t["deleted_files"] is None:
@@ -110,19 +158,19 @@ class ConsoleOutput:
             else:
                 outcome = (
                     f"deleted {t['deleted_files']} of {t['planned_files']} planned files, "
-                    + _size_or_unknown(t["deleted_bytes"])
+                    + size_or_unknown(t["deleted_bytes"])
                 )
                 if t.get("already_gone_files"):
                     outcome += f"; {t['already_gone_files']} already gone"
             details = (
-                f"(mode {t['mode']}, delete with {t['delete_with']}, retention {_hours(t['retention_hours_effective'])}, "
+                f"(mode {t['mode']}, delete with {t['delete_with']}, retention {hours(t['retention_hours_effective'])}, "
                 f"{t['delete_requests']} delete requests, {t['seconds']:.1f}s)"
             )
             if t["status"] == "ok":
                 lines.append(f"ok       {t['name']}: {outcome} {details}")
                 for partition in t.get("partitions") or []:
                     lines.append(
-                        f"           {partition['partition']}: {partition['files']} files, {_size_or_unknown(partition['bytes'])}"
+                        f"           {partition['partition']}: {partition['files']} files, {size_or_unknown(partition['bytes'])}"
                     )
             else:
                 lines.append(f"{t['status'].upper():8} {t['name']}: {t['reason']}")
@@ -134,7 +182,3 @@ class ConsoleOutput:
             for warning in t.get("warnings") or []:
                 lines.append(f"           warning: {warning}")
         return lines
-
-
-def _size_or_unknown(value: int | None) -> str:
-    return _size(value) if value is not None else "size unknown"

@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 
 from core.paths import LOCAL_BUCKET, StorageLocation
 from core.registry import parse_registry
+from core.tables import INVENTORY_TABLE_SCHEMA
 from inventory.delivery_writer import snapshot_bucket
-from inventory.schema import INVENTORY_TABLE_SCHEMA
 from jobs.cli import run
 
 

@@ -1,0 +1,111 @@
+"""The command line explains itself and keeps the terminal for the answer."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.cli import build_parser
+from jobs.commands import COMMANDS
+from jobs.output.units import money
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+@pytest.mark.spark_independent
+def test_every_option_of_every_command_says_what_it_does_and_each_command_has_an_example():
+    subparsers = _subparsers()
+    assert set(subparsers) == {c.NAME for c in COMMANDS}
+    for name, parser in subparsers.items():
+        silent = [
+            a.option_strings[0]
+            for a in parser._actions
+            if a.option_strings and a.help is None  # SUPPRESS is a choice: a hidden option
+        ]
+        assert not silent, f"{name}: options without help: {silent}"
+        help_text = parser.format_help()
+        assert f"example:\n  inventory-vacuum {name}" in help_text, help_text
+    vacuum_help = subparsers["vacuum"].format_help()
+    assert "(default: 72.0)" in vacuum_help and "(default: 4)" in vacuum_help  # defaults shown
+    assert "examples:" in build_parser().format_help()
+
+
+@pytest.mark.spark_independent
+def test_json_works_on_every_command():
+    for name, parser in _subparsers().items():
+        assert any("--json" in a.option_strings for a in parser._actions), name
+
+
+@pytest.mark.spark_independent
+@pytest.mark.parametrize(
+    "amount, exact, console",
+    [
+        (2.55e-06, "$0.0000026", "< $0.01"),
+        (0.00252, "$0.0025", "< $0.01"),
+        (0.0, "$0.00", "$0.00"),
+        (1234.5, "$1,234.50", "$1,234.50"),
+        (0.01, "$0.01", "$0.01"),
+    ],
+)
+def test_money_reads_as_people_read_it(amount, exact, console):
+    assert money(amount) == exact
+    assert money(amount, exact=False) == console
+    assert "e-" not in money(amount)
+
+
+def _command(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``inventory-vacuum ARGV`` in a process of its own, as a user runs it in a terminal."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "INVENTORY_VACUUM_JVM_LOG"))}
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.cli", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_a_command_prints_its_answer_and_nothing_of_ivy_or_the_jdk(tmp_path):
+    """The JVM's output (Ivy's resolution report, JDK and log4j warnings) goes to the log file;
+    the terminal shows the answer only."""
+    log_file = tmp_path / "command.log"
+    completed = _command("fetch-jars", "--log-file", str(log_file))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stderr == "", completed.stderr[-3000:]
+    assert completed.stdout.count("\n") == 1 and "io.delta:delta-spark" in completed.stdout
+    logged = log_file.read_text()
+    assert ":: resolution report ::" in logged or "resolving dependencies" in logged  # Ivy's, kept
+
+
+def test_a_failing_command_names_its_log_file(tmp_path):
+    log_file = tmp_path / "command.log"
+    registry = tmp_path / "tables.yaml"
+    registry.write_text("tables:\n  - {name: t, path: 's3://nowhere-bucket/t', owner: team}\n")
+    completed = _command(
+        "vacuum",
+        "--inventory-table",
+        f"file://{tmp_path}/no-inventory",
+        "--tables",
+        str(registry),
+        "--dry-run",
+        "--log-file",
+        str(log_file),
+    )
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    lines = completed.stderr.strip().splitlines()
+    assert lines[0].startswith("inventory-vacuum vacuum: error: inventory table"), lines
+    assert lines[-1] == f"inventory-vacuum vacuum: the log is in {log_file}", lines
+    assert len(lines) == 2, lines
