@@ -15,6 +15,7 @@ import boto3
 import pytest
 
 from testing.local_s3 import LocalS3Server
+from tests.support.iam import moto_endpoint  # noqa: F401  (the IAM-enforcing moto server of the IAM and Terraform tests)
 
 # Modules whose every test is slow, marked here because the module keeps no marks of its own:
 # its tests share a lake ingested through the command line (about 40 s) or ingest and vacuum their own.

@@ -1,13 +1,10 @@
-"""infra/terraform and the job roles' IAM policies, checked offline: no Spark, no AWS account.
+"""infra/terraform, checked offline: no AWS account.
 
-- The Terraform is parsed with python-hcl2: every resource the README promises is there, and the
+- The Terraform is parsed with python-hcl2: every resource the docs promise is there, and the
   vacuum role's only ``s3:DeleteObject`` is built from the tables.yaml-derived local, ``<key>/*``.
 - checkov (infra/checkov.sh, its own virtualenv) finds nothing that is not skipped with a reason.
-- The vacuum policy ``jobs.iam_policy`` renders is enforced by moto's IAM emulation, in a moto
-  server of its own (the suite's shared server never enforces IAM): real boto3 calls with the
-  keys of a user holding only that policy.
 - Where terraform and a local copy of the AWS provider exist, ``terraform validate`` and a
-  ``terraform plan`` against that moto server run too, and the per-table statements Terraform
+  ``terraform plan`` against a moto server run too, and the per-table statements Terraform
   renders are compared with jobs.iam_policy's.
 
 What none of this proves: that AWS accepts the configuration (no apply against AWS), or that the
@@ -16,51 +13,27 @@ jobs run on EMR Serverless with these roles.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
-from botocore.exceptions import ClientError
 
-from core.errors import ConfigError
 from core.paths import StorageLocation
-from core.registry import load_registry, parse_registry
-from jobs.iam_policy import chargeback_policy, ingest_policy, role_policy, table_statements, vacuum_policy
+from core.registry import load_registry
+from jobs.iam_policy import table_statements
+from tests.support.iam import (
+    EXAMPLE_TABLES,
+    ROOT,
+    TERRAFORM,
+)
 
 pytestmark = pytest.mark.spark_independent
-
-ROOT = Path(__file__).resolve().parents[1]
-TERRAFORM = ROOT / "infra" / "terraform"
-EXAMPLE_TABLES = TERRAFORM / "tables.yaml.example"
-
-REGISTRY = parse_registry(
-    """
-tables:
-  - name: events
-    path: s3://lake/warehouse/events
-    owner: growth
-  - name: users
-    path: s3a://lake2/warehouse/users/
-    owner: identity
-"""
-)
-INVENTORY_TABLE = "s3://meta/warehouse/inventory"
-TABLES_FILE = "s3://meta/config/tables.yaml"
-
 
 # ---- The Terraform, parsed -----------------------------------------------------------------------
 
@@ -351,294 +324,6 @@ def test_checkov_finds_nothing_unexplained() -> None:
     assert result.returncode == 0, output[-4000:]
     assert re.search(r"Failed checks: 0\b", output), output[-4000:]
     print(f"checkov: {time.monotonic() - started:.1f}s; {re.search(r'Passed checks.*', output)}")
-
-
-# ---- jobs.iam_policy, the renderer -----------------------------------------------------------------
-
-
-def _allows(policy: dict[str, Any], action: str, resource: str, prefix: str | None = None) -> bool:
-    """A small IAM evaluator for these policies: Allow statements, wildcards, StringLike s3:prefix."""
-    for statement in policy["Statement"]:
-        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        resources = (
-            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-        )
-        if statement["Effect"] != "Allow" or action not in actions:
-            continue
-        if not any(fnmatchcase(resource, pattern) for pattern in resources):
-            continue
-        allowed_prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix")
-        if allowed_prefixes is None or (
-            prefix is not None and any(fnmatchcase(prefix, p) for p in allowed_prefixes)
-        ):
-            return True
-    return False
-
-
-def test_vacuum_policy_deletes_inside_registered_tables_only() -> None:
-    policy = vacuum_policy(REGISTRY, INVENTORY_TABLE, tables_file=TABLES_FILE)
-    deletes = [s for s in policy["Statement"] if s["Action"] == "s3:DeleteObject"]
-    assert [s["Resource"] for s in deletes] == [
-        ["arn:aws:s3:::lake/warehouse/events/*", "arn:aws:s3:::lake2/warehouse/users/*"]
-    ]
-    s3 = "arn:aws:s3:::"
-    assert _allows(policy, "s3:DeleteObject", s3 + "lake/warehouse/events/day=1/part-0.parquet")
-    assert _allows(policy, "s3:DeleteObject", s3 + "lake2/warehouse/users/part-0.parquet")
-    for outside in (
-        "lake/warehouse/events_v2/part-0.parquet",  # a sibling sharing the name prefix
-        "lake/warehouse/events",  # the table's own key
-        "lake/part-0.parquet",
-        "meta/warehouse/inventory/part-0.parquet",
-        "meta/warehouse/vacuum_deletions/part-0.parquet",
-        "meta/config/tables.yaml",
-        "lake2/warehouse/events/part-0.parquet",  # the right key in the wrong bucket
-    ):
-        assert not _allows(policy, "s3:DeleteObject", s3 + outside), outside
-    assert _allows(policy, "s3:PutObject", s3 + "lake/warehouse/events/_delta_log/00000000000000000007.json")
-    assert not _allows(policy, "s3:PutObject", s3 + "lake/warehouse/events/part-0.parquet")
-    assert _allows(policy, "s3:PutObject", s3 + "meta/warehouse/vacuum_runs/part-0.parquet")
-    assert not _allows(policy, "s3:PutObject", s3 + "meta/warehouse/inventory/part-0.parquet")
-    assert _allows(policy, "s3:GetObject", s3 + "meta/config/tables.yaml")
-    assert _allows(policy, "s3:GetBucketVersioning", s3 + "lake2")
-    assert not _allows(policy, "s3:GetBucketVersioning", s3 + "meta")
-    # listing: the tables' prefixes (S3A probes the table's own key too), never a sibling's
-    assert _allows(policy, "s3:ListBucket", s3 + "lake", "warehouse/events/")
-    assert _allows(policy, "s3:ListBucket", s3 + "lake", "warehouse/events/_delta_log/")
-    assert _allows(policy, "s3:ListBucket", s3 + "lake", "warehouse/events")
-    assert not _allows(policy, "s3:ListBucket", s3 + "lake", "warehouse/events_v2/")
-    assert not _allows(policy, "s3:ListBucket", s3 + "lake", "")
-    assert not _allows(policy, "s3:ListBucket", s3 + "lake")
-    assert _allows(policy, "s3:ListBucket", s3 + "meta", "warehouse/vacuum_deletions/")
-    assert not _allows(policy, "s3:ListBucket", s3 + "meta", "warehouse/inventory_usage/")
-
-
-def test_ingest_and_chargeback_policies_delete_nothing() -> None:
-    ingest = ingest_policy(INVENTORY_TABLE, "s3://dest/inventory", tables_file=TABLES_FILE)
-    chargeback = chargeback_policy(INVENTORY_TABLE)
-    for policy in (ingest, chargeback):
-        actions = {s["Action"] for s in policy["Statement"]}
-        assert actions <= {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
-    s3 = "arn:aws:s3:::"
-    assert _allows(ingest, "s3:GetObject", s3 + "dest/inventory/lake/daily/2026-11-22T01-00Z/manifest.json")
-    assert _allows(ingest, "s3:ListBucket", s3 + "dest", "inventory/lake/daily/")
-    assert not _allows(ingest, "s3:ListBucket", s3 + "dest", "other/")
-    for table in ("inventory", "inventory_runs", "inventory_usage"):
-        assert _allows(
-            ingest, "s3:PutObject", s3 + f"meta/warehouse/{table}/_delta_log/00000000000000000000.json"
-        )
-    assert not _allows(ingest, "s3:PutObject", s3 + "meta/warehouse/vacuum_runs/part-0.parquet")
-    assert not _allows(chargeback, "s3:PutObject", s3 + "meta/warehouse/inventory/part-0.parquet")
-    for table in ("inventory", "inventory_runs", "inventory_usage", "vacuum_runs", "vacuum_deletions"):
-        assert _allows(chargeback, "s3:GetObject", s3 + f"meta/warehouse/{table}/part-0.parquet")
-    assert not _allows(chargeback, "s3:GetObject", s3 + "lake/warehouse/events/part-0.parquet")
-
-
-def test_a_table_outside_s3_is_refused() -> None:
-    registry = parse_registry("tables:\n  - {name: t, path: 'file:///tmp/t', owner: o}\n")
-    with pytest.raises(ConfigError, match="not on S3"):
-        vacuum_policy(registry, INVENTORY_TABLE)
-    with pytest.raises(ConfigError, match="--destination"):
-        role_policy("ingest", REGISTRY, INVENTORY_TABLE)
-
-
-@pytest.mark.parametrize(
-    "path", ["s3://lake/warehouse/ev*", "s3://lake/*", "s3://lake/day?/t", "s3://lake/${aws:username}/t"]
-)
-def test_a_table_path_iam_would_read_as_a_wildcard_is_refused(path: str) -> None:
-    """``*`` and ``?`` are wildcards in an IAM resource, ``$`` starts a variable: the vacuum role
-    would delete beyond the table. The renderer refuses them; Terraform's plan stops on them."""
-    registry = parse_registry(f"tables:\n  - {{name: t, path: '{path}', owner: o}}\n")
-    with pytest.raises(ConfigError, match="wildcard or variable"):
-        vacuum_policy(registry, INVENTORY_TABLE)
-    iam_tf = (TERRAFORM / "iam.tf").read_text(encoding="utf-8")
-    assert (
-        'can(regex("[*?$]", table.path))' in iam_tf and "length(local.tables_with_wildcards) == 0" in iam_tf
-    )
-
-
-def test_cli_prints_the_policy(tmp_path: Path) -> None:
-    from jobs.cli import run
-
-    tables = tmp_path / "tables.yaml"
-    tables.write_text(EXAMPLE_TABLES.read_text(encoding="utf-8"), encoding="utf-8")
-    out = io.StringIO()
-    assert run(["iam-policy", "--tables", str(tables), "--inventory-table", INVENTORY_TABLE], out) == 0
-    assert json.loads(out.getvalue()) == vacuum_policy(load_registry(str(tables)), INVENTORY_TABLE)
-    out = io.StringIO()
-    args = ["iam-policy", "--tables", str(tables), "--inventory-table", INVENTORY_TABLE, "--role", "ingest"]
-    assert run([*args, "--destination", "s3://dest/inventory"], out) == 0
-    assert json.loads(out.getvalue()) == ingest_policy(INVENTORY_TABLE, "s3://dest/inventory")
-    assert run(args, io.StringIO()) == 2  # ingest without --destination
-
-
-# ---- The vacuum policy under moto's IAM enforcement ----------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    """A moto server of this module's own. IAM is not enforced until a test asks for it."""
-    port = _free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                pytest.fail(f"moto server did not start on {endpoint}")
-            time.sleep(0.2)
-    yield endpoint
-    server.terminate()
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-
-
-def _enforce_iam(endpoint: str, enforce: bool) -> None:
-    """moto checks signatures and policies once this many requests were made without: 0 or never.
-
-    (The server reads INITIAL_NO_AUTH_ACTION_COUNT at start; /moto-api/reset-auth sets it and
-    restarts the count, so the setup above can run unauthenticated.)
-    """
-    body = b"0" if enforce else b"inf"
-    request = urllib.request.Request(
-        f"{endpoint}/moto-api/reset-auth", data=body, method="POST", headers={"Content-Type": "text/plain"}
-    )
-    urllib.request.urlopen(request, timeout=10).close()
-
-
-def _client(service: str, endpoint: str, key: str, secret: str) -> Any:
-    return boto3.client(
-        service,
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=key,
-        aws_secret_access_key=secret,
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
-    )
-
-
-def _user_with_policy(iam: Any, name: str, policy: dict[str, Any]) -> tuple[str, str]:
-    iam.create_user(UserName=name)
-    iam.put_user_policy(UserName=name, PolicyName=name, PolicyDocument=json.dumps(policy))
-    key = iam.create_access_key(UserName=name)["AccessKey"]
-    return key["AccessKeyId"], key["SecretAccessKey"]
-
-
-def _denied(call: Any, **kwargs: Any) -> bool:
-    try:
-        call(**kwargs)
-    except ClientError as error:
-        return error.response["Error"]["Code"] in ("AccessDenied", "403")
-    return False
-
-
-def test_vacuum_policy_under_moto_iam(moto_endpoint: str) -> None:
-    """DeleteObject inside a registered table succeeds; beside it, above it, in the warehouse: denied.
-
-    Single-key DeleteObject is what moto authorizes per key. (moto authorizes a batch
-    DeleteObjects against the bucket's ARN, where AWS checks s3:DeleteObject per key, so the batch
-    path cannot be exercised here.) moto ignores the s3:prefix conditions of ListBucket: the
-    evaluator above checks those.
-    """
-    setup = _client("s3", moto_endpoint, "setup", "setup")
-    # delete: the test deletes it (inside a table); inside: deletable, left alone; outside: denied
-    keys = {
-        ("lake", "warehouse/events/day=1/part-0.parquet"): "delete",
-        ("lake", "warehouse/events/_delta_log/00000000000000000000.json"): "inside",
-        ("lake", "warehouse/events"): "outside",  # an object named like the table root
-        ("lake", "warehouse/events_v2/part-0.parquet"): "outside",  # a sibling sharing the name prefix
-        ("lake", "part-0.parquet"): "outside",
-        ("lake2", "warehouse/users/part-0.parquet"): "delete",
-        ("lake2", "warehouse/events/part-0.parquet"): "outside",  # events' key in the wrong bucket
-        ("meta", "warehouse/inventory/part-0.parquet"): "outside",
-        ("meta", "warehouse/vacuum_deletions/part-0.parquet"): "outside",
-        ("meta", "config/tables.yaml"): "outside",
-    }
-    for bucket in ("lake", "lake2", "meta"):
-        setup.create_bucket(Bucket=bucket)
-    for bucket, key in keys:
-        setup.put_object(Bucket=bucket, Key=key, Body=b"x")
-    iam = _client("iam", moto_endpoint, "setup", "setup")
-    vacuum_keys = _user_with_policy(
-        iam, "vacuum", vacuum_policy(REGISTRY, INVENTORY_TABLE, tables_file=TABLES_FILE)
-    )
-    admin_keys = _user_with_policy(
-        iam,
-        "admin",
-        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},
-    )
-    vacuum = _client("s3", moto_endpoint, *vacuum_keys)
-    admin = _client("s3", moto_endpoint, *admin_keys)
-
-    _enforce_iam(moto_endpoint, True)
-    try:
-        with pytest.raises(ClientError):  # enforced: keys of no IAM user are refused
-            setup.list_buckets()
-
-        # delete: inside the registered tables only
-        vacuum.delete_object(Bucket="lake", Key="warehouse/events/day=1/part-0.parquet")
-        vacuum.delete_object(Bucket="lake2", Key="warehouse/users/part-0.parquet")
-        for bucket, key in [k for k, fate in keys.items() if fate == "outside"]:
-            assert _denied(vacuum.delete_object, Bucket=bucket, Key=key), (bucket, key)
-
-        # write: the tables' _delta_log/ and the vacuum history, nothing else
-        vacuum.put_object(
-            Bucket="lake", Key="warehouse/events/_delta_log/00000000000000000001.json", Body=b"{}"
-        )
-        vacuum.put_object(Bucket="meta", Key="warehouse/vacuum_runs/part-1.parquet", Body=b"x")
-        for bucket, key in [
-            ("lake", "warehouse/events/day=1/part-1.parquet"),
-            ("lake", "warehouse/events_v2/_delta_log/00000000000000000001.json"),
-            ("meta", "warehouse/inventory/part-1.parquet"),
-            ("meta", "config/tables.yaml"),
-        ]:
-            assert _denied(vacuum.put_object, Bucket=bucket, Key=key, Body=b"x"), (bucket, key)
-
-        # read: the tables, the inventory and the vacuum's history, tables.yaml; no sibling
-        for bucket, key in [
-            ("lake", "warehouse/events/_delta_log/00000000000000000000.json"),
-            ("meta", "warehouse/inventory/part-0.parquet"),
-            ("meta", "config/tables.yaml"),
-        ]:
-            assert vacuum.get_object(Bucket=bucket, Key=key)["Body"].read() == b"x"
-        assert _denied(vacuum.get_object, Bucket="lake", Key="warehouse/events_v2/part-0.parquet")
-        assert _denied(vacuum.get_object, Bucket="lake", Key="part-0.parquet")
-        vacuum.get_bucket_versioning(Bucket="lake")
-        assert _denied(vacuum.get_bucket_versioning, Bucket="meta")
-        listed = vacuum.list_objects_v2(Bucket="lake", Prefix="warehouse/events/")
-        assert [o["Key"] for o in listed["Contents"]] == [
-            "warehouse/events/_delta_log/00000000000000000000.json",
-            "warehouse/events/_delta_log/00000000000000000001.json",
-        ]
-
-        # afterwards, as an administrator: what had to survive did
-        for (bucket, key), fate in keys.items():
-            try:
-                admin.head_object(Bucket=bucket, Key=key)
-                exists = True
-            except ClientError as error:
-                assert error.response["Error"]["Code"] in ("404", "NoSuchKey"), error
-                exists = False
-            assert exists == (fate != "delete"), (bucket, key)
-    finally:
-        _enforce_iam(moto_endpoint, False)
 
 
 # ---- Terraform itself, where it and the AWS provider are installed ----------------------------------

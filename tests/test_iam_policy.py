@@ -1,0 +1,241 @@
+"""The job roles' IAM policies as jobs.iam_policy renders them, and the vacuum's enforced by
+moto's IAM emulation, in a moto server of its own: real boto3 calls with the keys of a user holding
+only that policy. No Spark, no AWS account.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from core.errors import ConfigError
+from core.registry import load_registry, parse_registry
+from jobs.iam_policy import chargeback_policy, ingest_policy, role_policy, vacuum_policy
+from tests.support.iam import (
+    EXAMPLE_TABLES,
+    INVENTORY_TABLE,
+    REGISTRY,
+    TABLES_FILE,
+    TERRAFORM,
+    client,
+    denied,
+    enforce_iam,
+    user_with_policy,
+)
+
+pytestmark = pytest.mark.spark_independent
+
+# ---- jobs.iam_policy, the renderer -----------------------------------------------------------------
+
+
+def _allows(policy: dict[str, Any], action: str, resource: str, prefix: str | None = None) -> bool:
+    """A small IAM evaluator for these policies: Allow statements, wildcards, StringLike s3:prefix."""
+    for statement in policy["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        )
+        if statement["Effect"] != "Allow" or action not in actions:
+            continue
+        if not any(fnmatchcase(resource, pattern) for pattern in resources):
+            continue
+        allowed_prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix")
+        if allowed_prefixes is None or (
+            prefix is not None and any(fnmatchcase(prefix, p) for p in allowed_prefixes)
+        ):
+            return True
+    return False
+
+
+def test_vacuum_policy_deletes_inside_registered_tables_only() -> None:
+    policy = vacuum_policy(REGISTRY, INVENTORY_TABLE, tables_file=TABLES_FILE)
+    deletes = [s for s in policy["Statement"] if s["Action"] == "s3:DeleteObject"]
+    assert [s["Resource"] for s in deletes] == [
+        ["arn:aws:s3:::lake/warehouse/events/*", "arn:aws:s3:::lake2/warehouse/users/*"]
+    ]
+    s3 = "arn:aws:s3:::"
+    assert _allows(policy, "s3:DeleteObject", s3 + "lake/warehouse/events/day=1/part-0.parquet")
+    assert _allows(policy, "s3:DeleteObject", s3 + "lake2/warehouse/users/part-0.parquet")
+    for outside in (
+        "lake/warehouse/events_v2/part-0.parquet",  # a sibling sharing the name prefix
+        "lake/warehouse/events",  # the table's own key
+        "lake/part-0.parquet",
+        "meta/warehouse/inventory/part-0.parquet",
+        "meta/warehouse/vacuum_deletions/part-0.parquet",
+        "meta/config/tables.yaml",
+        "lake2/warehouse/events/part-0.parquet",  # the right key in the wrong bucket
+    ):
+        assert not _allows(policy, "s3:DeleteObject", s3 + outside), outside
+    assert _allows(policy, "s3:PutObject", s3 + "lake/warehouse/events/_delta_log/00000000000000000007.json")
+    assert not _allows(policy, "s3:PutObject", s3 + "lake/warehouse/events/part-0.parquet")
+    assert _allows(policy, "s3:PutObject", s3 + "meta/warehouse/vacuum_runs/part-0.parquet")
+    assert not _allows(policy, "s3:PutObject", s3 + "meta/warehouse/inventory/part-0.parquet")
+    assert _allows(policy, "s3:GetObject", s3 + "meta/config/tables.yaml")
+    assert _allows(policy, "s3:GetBucketVersioning", s3 + "lake2")
+    assert not _allows(policy, "s3:GetBucketVersioning", s3 + "meta")
+    # listing: the tables' prefixes (S3A probes the table's own key too), never a sibling's
+    assert _allows(policy, "s3:ListBucket", s3 + "lake", "warehouse/events/")
+    assert _allows(policy, "s3:ListBucket", s3 + "lake", "warehouse/events/_delta_log/")
+    assert _allows(policy, "s3:ListBucket", s3 + "lake", "warehouse/events")
+    assert not _allows(policy, "s3:ListBucket", s3 + "lake", "warehouse/events_v2/")
+    assert not _allows(policy, "s3:ListBucket", s3 + "lake", "")
+    assert not _allows(policy, "s3:ListBucket", s3 + "lake")
+    assert _allows(policy, "s3:ListBucket", s3 + "meta", "warehouse/vacuum_deletions/")
+    assert not _allows(policy, "s3:ListBucket", s3 + "meta", "warehouse/inventory_usage/")
+
+
+def test_ingest_and_chargeback_policies_delete_nothing() -> None:
+    ingest = ingest_policy(INVENTORY_TABLE, "s3://dest/inventory", tables_file=TABLES_FILE)
+    chargeback = chargeback_policy(INVENTORY_TABLE)
+    for policy in (ingest, chargeback):
+        actions = {s["Action"] for s in policy["Statement"]}
+        assert actions <= {"s3:GetObject", "s3:ListBucket", "s3:PutObject"}
+    s3 = "arn:aws:s3:::"
+    assert _allows(ingest, "s3:GetObject", s3 + "dest/inventory/lake/daily/2026-11-22T01-00Z/manifest.json")
+    assert _allows(ingest, "s3:ListBucket", s3 + "dest", "inventory/lake/daily/")
+    assert not _allows(ingest, "s3:ListBucket", s3 + "dest", "other/")
+    for table in ("inventory", "inventory_runs", "inventory_usage"):
+        assert _allows(
+            ingest, "s3:PutObject", s3 + f"meta/warehouse/{table}/_delta_log/00000000000000000000.json"
+        )
+    assert not _allows(ingest, "s3:PutObject", s3 + "meta/warehouse/vacuum_runs/part-0.parquet")
+    assert not _allows(chargeback, "s3:PutObject", s3 + "meta/warehouse/inventory/part-0.parquet")
+    for table in ("inventory", "inventory_runs", "inventory_usage", "vacuum_runs", "vacuum_deletions"):
+        assert _allows(chargeback, "s3:GetObject", s3 + f"meta/warehouse/{table}/part-0.parquet")
+    assert not _allows(chargeback, "s3:GetObject", s3 + "lake/warehouse/events/part-0.parquet")
+
+
+def test_a_table_outside_s3_is_refused() -> None:
+    registry = parse_registry("tables:\n  - {name: t, path: 'file:///tmp/t', owner: o}\n")
+    with pytest.raises(ConfigError, match="not on S3"):
+        vacuum_policy(registry, INVENTORY_TABLE)
+    with pytest.raises(ConfigError, match="--destination"):
+        role_policy("ingest", REGISTRY, INVENTORY_TABLE)
+
+
+@pytest.mark.parametrize(
+    "path", ["s3://lake/warehouse/ev*", "s3://lake/*", "s3://lake/day?/t", "s3://lake/${aws:username}/t"]
+)
+def test_a_table_path_iam_would_read_as_a_wildcard_is_refused(path: str) -> None:
+    """``*`` and ``?`` are wildcards in an IAM resource, ``$`` starts a variable: the vacuum role
+    would delete beyond the table. The renderer refuses them; Terraform's plan stops on them."""
+    registry = parse_registry(f"tables:\n  - {{name: t, path: '{path}', owner: o}}\n")
+    with pytest.raises(ConfigError, match="wildcard or variable"):
+        vacuum_policy(registry, INVENTORY_TABLE)
+    iam_tf = (TERRAFORM / "iam.tf").read_text(encoding="utf-8")
+    assert (
+        'can(regex("[*?$]", table.path))' in iam_tf and "length(local.tables_with_wildcards) == 0" in iam_tf
+    )
+
+
+def test_cli_prints_the_policy(tmp_path: Path) -> None:
+    from jobs.cli import run
+
+    tables = tmp_path / "tables.yaml"
+    tables.write_text(EXAMPLE_TABLES.read_text(encoding="utf-8"), encoding="utf-8")
+    out = io.StringIO()
+    assert run(["iam-policy", "--tables", str(tables), "--inventory-table", INVENTORY_TABLE], out) == 0
+    assert json.loads(out.getvalue()) == vacuum_policy(load_registry(str(tables)), INVENTORY_TABLE)
+    out = io.StringIO()
+    args = ["iam-policy", "--tables", str(tables), "--inventory-table", INVENTORY_TABLE, "--role", "ingest"]
+    assert run([*args, "--destination", "s3://dest/inventory"], out) == 0
+    assert json.loads(out.getvalue()) == ingest_policy(INVENTORY_TABLE, "s3://dest/inventory")
+    assert run(args, io.StringIO()) == 2  # ingest without --destination
+
+
+def test_vacuum_policy_under_moto_iam(moto_endpoint: str) -> None:
+    """DeleteObject inside a registered table succeeds; beside it, above it, in the warehouse: denied.
+
+    Single-key DeleteObject is what moto authorizes per key. (moto authorizes a batch
+    DeleteObjects against the bucket's ARN, where AWS checks s3:DeleteObject per key, so the batch
+    path cannot be exercised here.) moto ignores the s3:prefix conditions of ListBucket: the
+    evaluator above checks those.
+    """
+    setup = client("s3", moto_endpoint, "setup", "setup")
+    # delete: the test deletes it (inside a table); inside: deletable, left alone; outside: denied
+    keys = {
+        ("lake", "warehouse/events/day=1/part-0.parquet"): "delete",
+        ("lake", "warehouse/events/_delta_log/00000000000000000000.json"): "inside",
+        ("lake", "warehouse/events"): "outside",  # an object named like the table root
+        ("lake", "warehouse/events_v2/part-0.parquet"): "outside",  # a sibling sharing the name prefix
+        ("lake", "part-0.parquet"): "outside",
+        ("lake2", "warehouse/users/part-0.parquet"): "delete",
+        ("lake2", "warehouse/events/part-0.parquet"): "outside",  # events' key in the wrong bucket
+        ("meta", "warehouse/inventory/part-0.parquet"): "outside",
+        ("meta", "warehouse/vacuum_deletions/part-0.parquet"): "outside",
+        ("meta", "config/tables.yaml"): "outside",
+    }
+    for bucket in ("lake", "lake2", "meta"):
+        setup.create_bucket(Bucket=bucket)
+    for bucket, key in keys:
+        setup.put_object(Bucket=bucket, Key=key, Body=b"x")
+    iam = client("iam", moto_endpoint, "setup", "setup")
+    vacuum_keys = user_with_policy(
+        iam, "vacuum", vacuum_policy(REGISTRY, INVENTORY_TABLE, tables_file=TABLES_FILE)
+    )
+    admin_keys = user_with_policy(
+        iam,
+        "admin",
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},
+    )
+    vacuum = client("s3", moto_endpoint, *vacuum_keys)
+    admin = client("s3", moto_endpoint, *admin_keys)
+
+    enforce_iam(moto_endpoint, True)
+    try:
+        with pytest.raises(ClientError):  # enforced: keys of no IAM user are refused
+            setup.list_buckets()
+
+        # delete: inside the registered tables only
+        vacuum.delete_object(Bucket="lake", Key="warehouse/events/day=1/part-0.parquet")
+        vacuum.delete_object(Bucket="lake2", Key="warehouse/users/part-0.parquet")
+        for bucket, key in [k for k, fate in keys.items() if fate == "outside"]:
+            assert denied(vacuum.delete_object, Bucket=bucket, Key=key), (bucket, key)
+
+        # write: the tables' _delta_log/ and the vacuum history, nothing else
+        vacuum.put_object(
+            Bucket="lake", Key="warehouse/events/_delta_log/00000000000000000001.json", Body=b"{}"
+        )
+        vacuum.put_object(Bucket="meta", Key="warehouse/vacuum_runs/part-1.parquet", Body=b"x")
+        for bucket, key in [
+            ("lake", "warehouse/events/day=1/part-1.parquet"),
+            ("lake", "warehouse/events_v2/_delta_log/00000000000000000001.json"),
+            ("meta", "warehouse/inventory/part-1.parquet"),
+            ("meta", "config/tables.yaml"),
+        ]:
+            assert denied(vacuum.put_object, Bucket=bucket, Key=key, Body=b"x"), (bucket, key)
+
+        # read: the tables, the inventory and the vacuum's history, tables.yaml; no sibling
+        for bucket, key in [
+            ("lake", "warehouse/events/_delta_log/00000000000000000000.json"),
+            ("meta", "warehouse/inventory/part-0.parquet"),
+            ("meta", "config/tables.yaml"),
+        ]:
+            assert vacuum.get_object(Bucket=bucket, Key=key)["Body"].read() == b"x"
+        assert denied(vacuum.get_object, Bucket="lake", Key="warehouse/events_v2/part-0.parquet")
+        assert denied(vacuum.get_object, Bucket="lake", Key="part-0.parquet")
+        vacuum.get_bucket_versioning(Bucket="lake")
+        assert denied(vacuum.get_bucket_versioning, Bucket="meta")
+        listed = vacuum.list_objects_v2(Bucket="lake", Prefix="warehouse/events/")
+        assert [o["Key"] for o in listed["Contents"]] == [
+            "warehouse/events/_delta_log/00000000000000000000.json",
+            "warehouse/events/_delta_log/00000000000000000001.json",
+        ]
+
+        # afterwards, as an administrator: what had to survive did
+        for (bucket, key), fate in keys.items():
+            try:
+                admin.head_object(Bucket=bucket, Key=key)
+                exists = True
+            except ClientError as error:
+                assert error.response["Error"]["Code"] in ("404", "NoSuchKey"), error
+                exists = False
+            assert exists == (fate != "delete"), (bucket, key)
+    finally:
+        enforce_iam(moto_endpoint, False)
