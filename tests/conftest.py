@@ -17,19 +17,12 @@ import pytest
 from testing.local_s3 import LocalS3Server
 from tests.support.iam import moto_endpoint  # noqa: F401  (the IAM-enforcing moto server of the IAM and Terraform tests)
 
-# Modules whose every test is slow, marked here because the module keeps no marks of its own:
-# its tests share a lake ingested through the command line (about 40 s) or ingest and vacuum their own.
-SLOW_MODULES = {"test_chargeback.py"}
-
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the marks
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    """Tests of SLOW_MODULES are marked ``slow``. Tests marked ``spark_independent`` (Terraform,
-    checkov, IAM) run once, on the default Spark line: each Spark line's run names its line in
-    INVENTORY_VACUUM_SPARK_LINE, and on another line they are skipped."""
-    for item in items:
-        if item.path.name in SLOW_MODULES:
-            item.add_marker(pytest.mark.slow)
+    """Tests marked ``spark_independent`` (Terraform, checkov, IAM) run once, on the default Spark
+    line: each Spark line's run names its line in INVENTORY_VACUUM_SPARK_LINE, and on another line
+    they are skipped."""
     line = os.environ.get("INVENTORY_VACUUM_SPARK_LINE")
     if line in (None, "", DEFAULT_SPARK_LINE):
         return

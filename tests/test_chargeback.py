@@ -35,6 +35,9 @@ from jobs.output.html import render_html
 from jobs.output.units import money
 from tests.support.helpers import cli, cli_json
 
+# an ingested world of its own, priced several ways: minutes
+pytestmark = pytest.mark.slow
+
 GIB = 2**30
 TAKEN = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
 
@@ -446,7 +449,7 @@ def test_html_report_renders_in_headless_chromium(spark, world, tmp_path: Path) 
     assert money(data["noncurrent"]["monthly_cost"]) in dom
 
 
-def test_reclaimable_computed_now_is_what_a_vacuum_dry_run_plans(spark, lake_with_junk) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_reclaimable_computed_now_is_what_a_vacuum_dry_run_plans(spark, lake_with_junk) -> None:  # type: ignore[no-untyped-def]
     lake = lake_with_junk
     code, text = cli(
         "chargeback", "--inventory-table", lake["inventory"], "--tables", lake["registry"],
