@@ -1,4 +1,4 @@
-"""The S3 permissions of the three daily jobs, as IAM policy documents rendered from the registry.
+"""The S3 permissions of the job roles, as IAM policy documents rendered from the registry.
 
 These are the S3 statements ``infra/terraform`` gives the job roles, for users who do not deploy
 with Terraform (``inventory-vacuum iam-policy``). Terraform builds the same statements from the
@@ -14,6 +14,11 @@ policy's size); with every table in one policy the S3 statements are exactly the
 - **ingest** reads the deliveries under ``--destination`` and reads and writes the inventory table,
   ``inventory_runs`` and ``inventory_usage``; it deletes nothing.
 - **chargeback** reads the inventory table and its four siblings.
+- **restore** (run by hand, on versioned buckets) reads the inventory table, reads and writes
+  ``vacuum_runs`` and ``vacuum_deletions``; for every registered table it may read the bucket's
+  versioning state and lifecycle configuration, read ``<table>`` and ``<table>/*`` in any version,
+  list them and their versions, and delete a version (a delete marker) only inside ``<table>/*``.
+  It has no ``s3:DeleteObject``: without a version id it cannot delete anything.
 
 The history tables are the siblings :func:`core.tables.default_location` names (the
 defaults of ``--runs-table``, ``--history-table`` and so on). Listing is limited by ``s3:prefix``.
@@ -47,7 +52,9 @@ from core.paths import StorageLocation
 from core.registry import TableRegistry
 from core.tables import INGEST_TABLES, VACUUM_TABLES, default_location
 
-ROLES = ("vacuum", "ingest", "chargeback")
+ROLES = ("vacuum", "ingest", "chargeback", "restore")
+# the tables a restore reads and appends to beside the inventory table: the vacuum's own
+RESTORE_TABLES = VACUUM_TABLES
 
 Statement = dict[str, Any]
 
@@ -86,14 +93,7 @@ def table_statements(registry: TableRegistry, *, partition: str = "aws") -> list
     In order: read the buckets' versioning state, read the tables, list them (one statement per
     bucket, limited by ``s3:prefix``), write their ``_delta_log/``, delete inside them.
     """
-    tables = sorted(registry.tables, key=lambda table: table.name)
-    locations = []
-    for table in tables:
-        if not table.location.is_s3:
-            raise ConfigError(
-                f"table {table.name!r} ({table.path}) is not on S3: IAM cannot grant access to it"
-            )
-        locations.append(_literal(table.location, f"table {table.name!r} ({table.path})"))
+    locations = _table_locations(registry)
     buckets = sorted({location.bucket for location in locations})
     return [
         _allow(
@@ -116,6 +116,76 @@ def table_statements(registry: TableRegistry, *, partition: str = "aws") -> list
         _allow(
             "DeleteOnlyInsideRegisteredTables",
             "s3:DeleteObject",
+            [_objects(partition, loc) for loc in locations],
+        ),
+    ]
+
+
+def restore_policy(
+    registry: TableRegistry,
+    inventory_table: str,
+    *,
+    tables_file: str | None = None,
+    partition: str = "aws",
+) -> dict[str, Any]:
+    """The restore role's S3 policy: remove versions (the vacuum's delete markers) inside the
+    registered tables, and nothing else.
+
+    ``inventory-vacuum restore`` finds the delete markers a vacuum made with ListObjectVersions and
+    removes them with DeleteObjects naming their version ids, which IAM authorizes as
+    ``s3:DeleteObjectVersion`` per key. IAM cannot tell a delete marker from a data version: that
+    the restore removes only the markers the ledger names is the tool's doing, and the role keeps
+    it inside the registered tables. Same arguments as :func:`vacuum_policy`.
+
+    Example::
+
+        restore_policy(load_registry("tables.yaml"), "s3://meta/warehouse/inventory")
+    """
+    inventory = _location(inventory_table, "--inventory-table")
+    history = [_sibling(inventory_table, name) for name in RESTORE_TABLES]
+    statements = [
+        *_read_statements("InventoryAndVacuumHistory", [inventory, *history], partition),
+        _allow("WriteVacuumHistory", "s3:PutObject", [_objects(partition, h) for h in history]),
+        *_tables_file_statements(tables_file, partition),
+        *restore_table_statements(registry, partition=partition),
+    ]
+    return _document(statements)
+
+
+def restore_table_statements(registry: TableRegistry, *, partition: str = "aws") -> list[Statement]:
+    """The per-table part of :func:`restore_policy` (in Terraform: one managed policy per chunk).
+
+    In order: read the buckets' versioning state and lifecycle configuration, read the tables'
+    objects in any version (to check a restored version), list the tables and their versions (one
+    statement per bucket, limited by ``s3:prefix``; ``s3:ListBucket`` too, so that S3 answers a
+    HEAD of a missing key with 404 rather than 403), delete versions inside them.
+    """
+    locations = _table_locations(registry)
+    buckets = sorted({location.bucket for location in locations})
+    return [
+        _allow(
+            "ReadTableBucketVersioningAndLifecycle",
+            ["s3:GetBucketVersioning", "s3:GetLifecycleConfiguration"],
+            [_bucket_arn(partition, b) for b in buckets],
+        ),
+        _allow(
+            "ReadTableVersions",
+            ["s3:GetObject", "s3:GetObjectVersion"],
+            _flatten(_object_and_below(partition, loc) for loc in locations),
+        ),
+        *(
+            _list(
+                None,
+                partition,
+                bucket,
+                _flatten(_prefixes(loc) for loc in locations if loc.bucket == bucket),
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+            )
+            for bucket in buckets
+        ),
+        _allow(
+            "DeleteVersionsOnlyInsideRegisteredTables",
+            "s3:DeleteObjectVersion",
             [_objects(partition, loc) for loc in locations],
         ),
     ]
@@ -193,11 +263,25 @@ def role_policy(
         return ingest_policy(inventory_table, destination, tables_file=tables_file, partition=partition)
     if role == "chargeback":
         return chargeback_policy(inventory_table, tables_file=tables_file, partition=partition)
+    if role == "restore":
+        return restore_policy(registry, inventory_table, tables_file=tables_file, partition=partition)
     raise ConfigError(f"unknown role {role!r}: expected one of {', '.join(ROLES)}")
 
 
 def _document(statements: Sequence[Statement]) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def _table_locations(registry: TableRegistry) -> list[StorageLocation]:
+    """The registered tables' locations, by table name; a table IAM cannot grant is refused."""
+    locations = []
+    for table in sorted(registry.tables, key=lambda table: table.name):
+        if not table.location.is_s3:
+            raise ConfigError(
+                f"table {table.name!r} ({table.path}) is not on S3: IAM cannot grant access to it"
+            )
+        locations.append(_literal(table.location, f"table {table.name!r} ({table.path})"))
+    return locations
 
 
 def _location(uri: str, what: str) -> StorageLocation:
@@ -271,15 +355,23 @@ def _prefixes(location: StorageLocation) -> list[str]:
     return [location.key, f"{location.key}/", f"{location.key}/*"] if location.key else []
 
 
-def _allow(sid: str, action: str, resources: Iterable[str]) -> Statement:
+def _allow(sid: str, action: str | list[str], resources: Iterable[str]) -> Statement:
     return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": list(resources)}
 
 
-def _list(sid: str | None, partition: str, bucket: str, prefixes: Sequence[str]) -> Statement:
-    """ListBucket on ``bucket``, limited to ``prefixes`` (the whole bucket when there are none)."""
+def _list(
+    sid: str | None,
+    partition: str,
+    bucket: str,
+    prefixes: Sequence[str],
+    *,
+    actions: str | list[str] = "s3:ListBucket",
+) -> Statement:
+    """ListBucket (or ``actions``) on ``bucket``, limited to ``prefixes`` (the whole bucket when
+    there are none)."""
     statement: Statement = {
         "Effect": "Allow",
-        "Action": "s3:ListBucket",
+        "Action": actions,
         "Resource": _bucket_arn(partition, bucket),
     }
     if prefixes:

@@ -24,7 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     params.TABLES.add(parser, help="tables.yaml: the tables the vacuum may delete in")
     params.INVENTORY_TABLE.add(parser)
     parser.add_argument(
-        "--role", default="vacuum", choices=["vacuum", "ingest", "chargeback"], help="the job whose role"
+        "--role",
+        default="vacuum",
+        choices=["vacuum", "ingest", "chargeback", "restore"],
+        help="the job whose role",
     )
     parser.add_argument(
         "--destination",
