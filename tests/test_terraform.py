@@ -1,11 +1,14 @@
 """infra/terraform, checked offline: no AWS account.
 
-- The Terraform is parsed with python-hcl2: every resource the docs promise is there, and the
-  vacuum role's only ``s3:DeleteObject`` is built from the tables.yaml-derived local, ``<key>/*``.
+- The Terraform is parsed with python-hcl2: every resource the docs promise is there, the vacuum
+  role's only ``s3:DeleteObject`` and the restore role's only ``s3:DeleteObjectVersion`` are built
+  from the tables.yaml-derived local, ``<key>/*``, and the source buckets' lifecycle configuration
+  is off unless ``noncurrent_expiration_days`` is set.
 - checkov (infra/checkov.sh, its own virtualenv) finds nothing that is not skipped with a reason.
 - Where terraform and a local copy of the AWS provider exist, ``terraform validate`` and a
-  ``terraform plan`` against a moto server run too, and the per-table statements Terraform
-  renders are compared with jobs.iam_policy's.
+  ``terraform plan`` against a moto server run too, the per-table statements Terraform renders
+  for the vacuum and restore roles are compared with jobs.iam_policy's, and a second plan sets
+  the restore window.
 
 What none of this proves: that AWS accepts the configuration (no apply against AWS), or that the
 jobs run on EMR Serverless with these roles.
@@ -26,7 +29,7 @@ import pytest
 
 from core.paths import StorageLocation
 from core.registry import load_registry
-from jobs.iam_policy import table_statements
+from jobs.iam_policy import restore_table_statements, table_statements
 from tests.support.iam import (
     EXAMPLE_TABLES,
     ROOT,
@@ -85,7 +88,7 @@ def test_every_promised_resource_is_there(tf: dict[str, Any]) -> None:
         "aws_s3_bucket_server_side_encryption_configuration": ["destination"],
         "aws_s3_bucket_public_access_block": ["destination"],
         "aws_s3_bucket_lifecycle_configuration": ["destination"],
-        "aws_iam_role": ["ingest", "vacuum", "chargeback", "states", "scheduler"],
+        "aws_iam_role": ["ingest", "vacuum", "chargeback", "restore", "states", "scheduler"],
         "aws_emrserverless_application": ["this"],
         "aws_sfn_state_machine": ["daily"],
         "aws_scheduler_schedule": ["daily"],
@@ -105,6 +108,8 @@ def test_every_promised_resource_is_there(tf: dict[str, Any]) -> None:
         "ingest_role_arn",
         "vacuum_role_arn",
         "chargeback_role_arn",
+        "restore_role_arn",
+        "restore_entry_point",
         "application_id",
         "state_machine_arn",
         "alerts_topic_arn",
@@ -180,7 +185,7 @@ def test_destination_is_encrypted_and_old_deliveries_expire(tf: dict[str, Any]) 
     assert "delta_keys_in_destination" in lifecycle["lifecycle"][0]["precondition"][0]["condition"]
 
 
-def test_three_job_roles_trust_only_emr_serverless_of_this_application(tf: dict[str, Any]) -> None:
+def test_four_job_roles_trust_only_emr_serverless_of_this_application(tf: dict[str, Any]) -> None:
     trust = tf["data"]["aws_iam_policy_document"]["job_trust"]
     (statement,) = _statements(trust)
     assert statement["principals"][0]["identifiers"] == ["emr-serverless.amazonaws.com"]
@@ -190,7 +195,7 @@ def test_three_job_roles_trust_only_emr_serverless_of_this_application(tf: dict[
         "${aws_emrserverless_application.this.arn}/jobruns/*",
     ]
     assert conditions["aws:SourceAccount"]["values"] == ["${local.account_id}"]
-    for role in ("ingest", "vacuum", "chargeback"):
+    for role in ("ingest", "vacuum", "chargeback", "restore"):
         assert (
             tf["resource"]["aws_iam_role"][role]["assume_role_policy"]
             == "${data.aws_iam_policy_document.job_trust.json}"
@@ -225,14 +230,18 @@ def test_vacuum_deletes_only_inside_the_tables_of_tables_yaml(tf: dict[str, Any]
     assert logs["actions"] == ["s3:PutObject"]
     assert "${local.tables[name].key}/_delta_log/*" in logs["resources"]
 
-    # no other policy document, bucket policy or key policy grants a delete, or s3:*
+    # no other policy document, bucket policy or key policy grants a delete, or s3:*: one
+    # s3:DeleteObject (the vacuum's) and one s3:DeleteObjectVersion (the restore's), both in iam.tf
     for path in TERRAFORM.glob("*.tf"):
         text = path.read_text(encoding="utf-8")
         for action in re.findall(r'"(s3:[A-Za-z*]+)"', text):
-            assert action == "s3:DeleteObject" or "Delete" not in action, (path.name, action)
+            assert action in ("s3:DeleteObject", "s3:DeleteObjectVersion") or "Delete" not in action, (
+                path.name,
+                action,
+            )
             assert "*" not in action, (path.name, action)
-        deletes = text.count('"s3:DeleteObject"')
-        assert deletes == (1 if path.name == "iam.tf" else 0), path.name
+        for action in ("s3:DeleteObject", "s3:DeleteObjectVersion"):
+            assert text.count(f'"{action}"') == (1 if path.name == "iam.tf" else 0), (path.name, action)
     assert tf["resource"]["aws_iam_policy"]["vacuum_tables"]["policy"] == (
         "${data.aws_iam_policy_document.vacuum_tables[count.index].json}"
     )
@@ -240,6 +249,116 @@ def test_vacuum_deletes_only_inside_the_tables_of_tables_yaml(tf: dict[str, Any]
         tf["resource"]["aws_iam_role_policy_attachment"]["vacuum_tables"]["role"]
         == "${aws_iam_role.vacuum.name}"
     )
+
+
+def _hcl_actions(statement: dict[str, Any]) -> set[str]:
+    return set(statement["actions"])
+
+
+def test_restore_role_deletes_versions_only_inside_the_tables_of_tables_yaml(tf: dict[str, Any]) -> None:
+    documents = tf["data"]["aws_iam_policy_document"]
+    vacuum = documents["vacuum_tables"]
+    restore = documents["restore_tables"]
+    assert restore["count"] == vacuum["count"] == "${length(local.table_chunks)}"
+
+    versions = _by_sid(restore, "DeleteVersionsOnlyInsideRegisteredTables")
+    assert versions["actions"] == ["s3:DeleteObjectVersion"]
+    # built exactly as the vacuum's delete: <bucket>/<key>/* of the tables.yaml-derived local
+    assert versions["resources"] == _by_sid(vacuum, "DeleteOnlyInsideRegisteredTables")["resources"]
+    # no plain delete, no write
+    for statement in _statements(restore):
+        assert not _hcl_actions(statement) & {"s3:DeleteObject", "s3:PutObject"}, statement
+
+    # listing: objects and versions, one statement per bucket, always limited by s3:prefix to the
+    # tables' prefixes, as the vacuum's listing is
+    (listing,) = restore["dynamic"]
+    (vacuum_listing,) = vacuum["dynamic"]
+    content = listing["statement"]["content"][0]
+    assert _hcl_actions(content) == {"s3:ListBucket", "s3:ListBucketVersions"}
+    assert listing["statement"]["for_each"] == vacuum_listing["statement"]["for_each"]
+    assert content["condition"] == vacuum_listing["statement"]["content"][0]["condition"]
+    assert _conditions(content)["s3:prefix"]["test"] == "StringLike"
+
+    # the same statements, by Sid and actions, as jobs.iam_policy renders (the slow test below
+    # compares the policies Terraform plans, resource for resource)
+    rendered = restore_table_statements(load_registry(str(EXAMPLE_TABLES)))
+    expected = {
+        s["Sid"]: {s["Action"]} if isinstance(s["Action"], str) else set(s["Action"])
+        for s in rendered
+        if "Sid" in s
+    }
+    assert {s["sid"]: _hcl_actions(s) for s in _statements(restore)} == expected
+    (rendered_listing,) = {json.dumps(sorted(s["Action"])) for s in rendered if "Sid" not in s}
+    assert json.loads(rendered_listing) == sorted(_hcl_actions(content))
+    assert _by_sid(restore, "ReadTableVersions")["resources"] == _by_sid(vacuum, "ReadTables")["resources"]
+
+    # the role: EMR Serverless of this application, the table policies attached, the same
+    # preconditions on tables.yaml as the vacuum's
+    resources = tf["resource"]
+    assert (
+        resources["aws_iam_role_policy"]["restore"]["policy"]
+        == "${data.aws_iam_policy_document.restore.json}"
+    )
+    assert resources["aws_iam_policy"]["restore_tables"]["policy"] == (
+        "${data.aws_iam_policy_document.restore_tables[count.index].json}"
+    )
+    attachment = resources["aws_iam_role_policy_attachment"]["restore_tables"]
+    assert attachment["role"] == "${aws_iam_role.restore.name}"
+    assert (
+        resources["aws_iam_role"]["restore"]["lifecycle"][0]["precondition"]
+        == resources["aws_iam_role"]["vacuum"]["lifecycle"][0]["precondition"]
+    )
+    # reads the inventory, reads and appends to the vacuum's history and ledger, as the vacuum does
+    common = documents["restore"]
+    assert documents["restore"]["source_policy_documents"] == [
+        "${data.aws_iam_policy_document.job_common.json}"
+    ]
+    assert _by_sid(common, "WriteVacuumHistory") == _by_sid(documents["vacuum"], "WriteVacuumHistory")
+    assert tf["locals"]["restore_meta"] == tf["locals"]["vacuum_meta"]
+
+    # run by hand: not a state of the daily run, and the state machine cannot pass its role
+    assert "Restore" not in tf["locals"]["jobs"]
+    passing = _by_sid(documents["states"], "PassTheJobRolesToEmrServerless")
+    assert "${aws_iam_role.restore.arn}" not in passing["resources"]
+    assert tf["output"]["restore_entry_point"]["value"] == "${local.code_uri}/jobs/restore_tables.py"
+
+
+def test_source_buckets_get_a_lifecycle_configuration_only_when_asked(tf: dict[str, Any]) -> None:
+    variable = tf["variable"]["noncurrent_expiration_days"]
+    assert variable["default"] is None  # off by default
+    assert "REPLACES" in variable["description"]  # a configuration the bucket had is lost
+    assert tf["variable"]["noncurrent_expiration_buckets"]["default"] is None  # null: every source bucket
+
+    lifecycle = tf["resource"]["aws_s3_bucket_lifecycle_configuration"]["source"]
+    assert lifecycle["for_each"] == "${local.noncurrent_expiration_buckets}"
+    assert lifecycle["bucket"] == "${each.key}"
+    # null or 0: an empty set, so no configuration is planned
+    switch = tf["locals"]["noncurrent_expiration_on"]
+    assert switch == "${coalesce(var.noncurrent_expiration_days, 0) > 0}"
+    buckets = tf["locals"]["noncurrent_expiration_buckets"]
+    assert buckets.startswith("${local.noncurrent_expiration_on ? toset(") and buckets.endswith(
+        ": toset([])}"
+    )
+    assert "keys(var.source_buckets)" in buckets
+
+    # the rule the docs describe: every object of the bucket; noncurrent versions expire after the
+    # restore window, then the delete markers left alone; unfinished uploads are aborted
+    rules = {rule["id"]: rule for rule in lifecycle["rule"]}
+    assert set(rules) == {"expire-noncurrent-versions", "abort-incomplete-uploads"}
+    expire = rules["expire-noncurrent-versions"]
+    assert expire["status"] == "Enabled"
+    assert expire["filter"] == [{}]
+    assert expire["noncurrent_version_expiration"] == [
+        {"noncurrent_days": "${var.noncurrent_expiration_days}"}
+    ]
+    assert expire["expiration"] == [{"expired_object_delete_marker": True}]
+    abort = rules["abort-incomplete-uploads"]
+    assert abort["filter"] == [{}] and abort["abort_incomplete_multipart_upload"] == [
+        {"days_after_initiation": 7}
+    ]
+    assert set(abort) == {"id", "status", "filter", "abort_incomplete_multipart_upload"}
+    precondition = lifecycle["lifecycle"][0]["precondition"][0]
+    assert precondition["condition"] == "${contains(keys(var.source_buckets), each.key)}"
 
 
 def test_terraform_parses_tables_yaml_as_the_registry_does(tf: dict[str, Any]) -> None:
@@ -424,11 +543,40 @@ def test_terraform_validates_and_plans_the_policy_inventory_iam_renders(
     resources = {r["address"]: r for r in plan["planned_values"]["root_module"]["resources"]}
 
     # the per-table statements are known at plan time: Terraform's rendering is jobs.iam_policy's
+    registry = load_registry(str(EXAMPLE_TABLES))
     rendered = json.loads(resources["aws_iam_policy.vacuum_tables[0]"]["values"]["policy"])
-    expected = table_statements(load_registry(str(EXAMPLE_TABLES)))
-    assert _normalised(rendered["Statement"]) == _normalised(expected)
+    assert _normalised(rendered["Statement"]) == _normalised(table_statements(registry))
+    rendered = json.loads(resources["aws_iam_policy.restore_tables[0]"]["values"]["policy"])
+    assert _normalised(rendered["Statement"]) == _normalised(restore_table_statements(registry))
     assert {
         "aws_sfn_state_machine.daily",
         "aws_scheduler_schedule.daily",
         "aws_emrserverless_application.this",
+        "aws_iam_role.restore",
     } <= set(resources)
+    # off by default: no lifecycle configuration on a source bucket
+    assert not [
+        address for address in resources if address.startswith("aws_s3_bucket_lifecycle_configuration.source")
+    ]
+
+    # the restore window set: one configuration per source bucket, the rule the docs describe
+    terraform_run("plan", "-input=false", "-var", "noncurrent_expiration_days=30", "-out=window.bin")
+    plan = json.loads(terraform_run("show", "-json", "window.bin"))
+    resources = {r["address"]: r for r in plan["planned_values"]["root_module"]["resources"]}
+    configured = {
+        address: r["values"]
+        for address, r in resources.items()
+        if address.startswith("aws_s3_bucket_lifecycle_configuration.source")
+    }
+    assert set(configured) == {
+        'aws_s3_bucket_lifecycle_configuration.source["lake"]',
+        'aws_s3_bucket_lifecycle_configuration.source["lake2"]',
+    }
+    for values in configured.values():
+        rules = {rule["id"]: rule for rule in values["rule"]}
+        expire = rules["expire-noncurrent-versions"]
+        assert expire["status"] == "Enabled"
+        assert [e["noncurrent_days"] for e in expire["noncurrent_version_expiration"]] == [30]
+        assert [e["expired_object_delete_marker"] for e in expire["expiration"]] == [True]
+        abort = rules["abort-incomplete-uploads"]["abort_incomplete_multipart_upload"]
+        assert [a["days_after_initiation"] for a in abort] == [7]

@@ -23,6 +23,16 @@ output "chargeback_role_arn" {
   value       = aws_iam_role.chargeback.arn
 }
 
+output "restore_role_arn" {
+  description = "Job runtime role of inventory-vacuum restore, run by hand (aws emr-serverless start-job-run): removes delete markers only inside the tables of tables.yaml."
+  value       = aws_iam_role.restore.arn
+}
+
+output "restore_entry_point" {
+  description = "entryPoint of a restore job run started by hand."
+  value       = "${local.code_uri}/jobs/restore_tables.py"
+}
+
 output "application_id" {
   description = "EMR Serverless application the job runs use."
   value       = aws_emrserverless_application.this.id

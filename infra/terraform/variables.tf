@@ -125,7 +125,7 @@ variable "extra_kms_key_arns" {
 # ---- Code and EMR Serverless -------------------------------------------------------------------
 
 variable "code_bucket" {
-  description = "Existing bucket holding the code the job runs read: jobs/ingest_inventory.py, jobs/vacuum_tables.py, jobs/chargeback_report.py and the packed Python environment (python_env_archive). It may be the destination bucket."
+  description = "Existing bucket holding the code the job runs read: jobs/ingest_inventory.py, jobs/vacuum_tables.py, jobs/chargeback_report.py, jobs/restore_tables.py and the packed Python environment (python_env_archive). It may be the destination bucket."
   type        = string
 }
 
@@ -251,4 +251,23 @@ variable "log_retention_days" {
     condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
     error_message = "log_retention_days: one of the values CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, ...)."
   }
+}
+
+# ---- Versioned source buckets ------------------------------------------------------------------
+
+variable "noncurrent_expiration_days" {
+  description = "The restore window, in days; null (the default) or 0: off. When set, each source bucket (or each of noncurrent_expiration_buckets) gets a lifecycle configuration whose rules apply to every object of the bucket: NoncurrentVersionExpiration after this many days with ExpiredObjectDeleteMarker, and aborting multipart uploads left unfinished for 7 days. A vacuum on a versioned bucket can then be undone with inventory-vacuum restore for this many days, after which S3 removes the deleted objects' bytes. S3 keeps one lifecycle configuration per bucket: this one REPLACES any configuration the bucket already has, and its rules are lost."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.noncurrent_expiration_days == null || try(var.noncurrent_expiration_days >= 0 && floor(var.noncurrent_expiration_days) == var.noncurrent_expiration_days, false)
+    error_message = "noncurrent_expiration_days: null, 0 (off) or a whole number of days >= 1."
+  }
+}
+
+variable "noncurrent_expiration_buckets" {
+  description = "The source buckets that get the lifecycle configuration of noncurrent_expiration_days; null (the default): every source bucket. Leave out a bucket whose lifecycle configuration is managed elsewhere, which this one would replace."
+  type        = list(string)
+  default     = null
 }

@@ -1,6 +1,7 @@
-# inventory-vacuum on AWS: S3 Inventory of the source buckets, the destination bucket, three
-# least-privilege job roles, an EMR Serverless application and a daily Step Functions run.
-# See "Deploying on AWS (infra/terraform)" in the README.
+# inventory-vacuum on AWS: S3 Inventory of the source buckets, the destination bucket, four
+# least-privilege job roles (restore is run by hand), an EMR Serverless application, a daily Step
+# Functions run and, optionally, the source buckets' restore window (noncurrent versions expire).
+# See docs/deploy-on-aws.md and docs/versioned-buckets.md.
 
 terraform {
   required_version = ">= 1.5.0"
