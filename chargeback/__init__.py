@@ -7,9 +7,11 @@ from the usage table the ingest writes (``inventory_runs`` for buckets without u
 
 Modules: :mod:`~chargeback.prices` (price files), :mod:`~chargeback.grouping` (bytes and cost by
 table, owner, bucket, storage class or prefix), :mod:`~chargeback.reclaimable`,
-:mod:`~chargeback.noncurrent`, :mod:`~chargeback.trend`, :mod:`~chargeback.report` (the typed
-result), :mod:`~chargeback.build` (all of it for one inventory table: :func:`build_report`) and :mod:`~chargeback.sql`
-(the analysts' queries).
+:mod:`~chargeback.noncurrent`, :mod:`~chargeback.trend`, :mod:`~chargeback.advice` (``--advise``:
+what frees bytes, each with its monthly saving) and :mod:`~chargeback.lifecycle` (its S3 lifecycle
+rules as JSON and Terraform), :mod:`~chargeback.report` (the typed result),
+:mod:`~chargeback.build` (all of it for one inventory table: :func:`build_report`) and
+:mod:`~chargeback.sql` (the analysts' queries).
 """
 
 from chargeback.build import build_report

@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from chargeback.advice import DEFAULT_RESTORE_WINDOW_DAYS, DEFAULT_UNOWNED_AGE_DAYS, build_advice
 from chargeback.grouping import GroupBy, grouped_rows, price_rows
 from chargeback.noncurrent import noncurrent_from_runs, noncurrent_from_usage, with_runs_of
 from chargeback.prices import PriceTable
@@ -42,6 +43,9 @@ def build_report(
     usage_table: str | None = None,
     trend_days: int = DEFAULT_TREND_DAYS,
     computed_reclaimable: Sequence[Any] | None = None,
+    advise: bool = False,
+    restore_window_days: int = DEFAULT_RESTORE_WINDOW_DAYS,
+    unowned_age_days: int = DEFAULT_UNOWNED_AGE_DAYS,
 ) -> ChargebackReport:
     """Group, count and price the inventory table (one Spark job over it), and add what the
     newest vacuum dry runs could reclaim and what noncurrent versions cost.
@@ -52,6 +56,9 @@ def build_report(
     trend); days before it have rows come from older versions of the inventory table.
     ``computed_reclaimable``: vacuum dry runs made now (``vacuum.results.TableRun``), used
     instead of the newest ones in ``vacuum_runs``.
+    ``advise``: add the recommendations (:mod:`chargeback.advice`; one more Spark job over the
+    inventory table): noncurrent versions kept ``restore_window_days`` days, small objects in
+    classes with a minimum billable size, and unowned objects ``unowned_age_days`` days old.
     """
     warnings: list[str] = []
     inventory = read_inventory_for_chargeback(spark, inventory_table)
@@ -85,7 +92,17 @@ def build_report(
         history = trend(
             spark, usage, inventory_table, prices, registry, current.by_table, trend_days, warnings
         )
-    for warning in warnings:
+    advice = None
+    if advise:
+        advice = build_advice(
+            inventory,
+            noncurrent,
+            registry,
+            prices,
+            restore_window_days=restore_window_days,
+            unowned_age_days=unowned_age_days,
+        )
+    for warning in warnings + list(advice.warnings if advice else ()):
         log.warning("chargeback: %s", warning)
     return replace(
         current,
@@ -93,4 +110,5 @@ def build_report(
         trend=history,
         reclaimable=tuple(reclaim),
         warnings=tuple(warnings),
+        advice=advice,
     )

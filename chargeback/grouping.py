@@ -103,7 +103,8 @@ def price_key_column() -> Column:
     )
 
 
-def _by_rule(key: Column, prices: PriceTable, attribute: str, default: Any) -> Column:
+def rule_value(key: Column, prices: PriceTable, attribute: str, default: Any) -> Column:
+    """The price rule's ``attribute`` for each row's price ``key`` (``default`` for an unpriced key)."""
     value: Column = F.lit(default)
     for rule in prices.rules[::-1]:
         value = F.when(key == rule.key, F.lit(getattr(rule, attribute))).otherwise(value)
@@ -111,7 +112,11 @@ def _by_rule(key: Column, prices: PriceTable, attribute: str, default: Any) -> C
 
 
 def priced_objects(
-    inventory: DataFrame, prices: PriceTable, by: GroupBy, registry: TableRegistry | None
+    inventory: DataFrame,
+    prices: PriceTable,
+    by: GroupBy,
+    registry: TableRegistry | None,
+    *extra: Column,
 ) -> DataFrame:
     """One row per current object with what it is billed for (no prices multiplied in yet).
 
@@ -122,7 +127,7 @@ def priced_objects(
     """
     key = price_key_column()
     length = F.coalesce(F.col("length"), F.lit(0)).cast("long")
-    minimum = _by_rule(key, prices, "minimum_billable_bytes", 0).cast("long")
+    minimum = rule_value(key, prices, "minimum_billable_bytes", 0).cast("long")
     return inventory.select(
         group_column(by, registry).alias("group"),
         F.struct("bucket", "inventory_date").alias("bucket_date"),
@@ -130,13 +135,13 @@ def priced_objects(
         F.when(F.col("table").isNull(), prefix_column(1)).alias("unowned_prefix"),
         key.alias("price_key"),
         length.alias("length"),
-        (F.greatest(length, minimum) + _by_rule(key, prices, "overhead_bytes", 0).cast("long")).alias(
+        (F.greatest(length, minimum) + rule_value(key, prices, "overhead_bytes", 0).cast("long")).alias(
             "billable_bytes"
         ),
-        _by_rule(key, prices, "standard_overhead_bytes", 0).cast("long").alias("standard_overhead_bytes"),
+        rule_value(key, prices, "standard_overhead_bytes", 0).cast("long").alias("standard_overhead_bytes"),
         F.when(
             (F.col("storage_class") == INTELLIGENT_TIERING)
-            & (length >= _by_rule(key, prices, "monitoring_minimum_bytes", 0)),
+            & (length >= rule_value(key, prices, "monitoring_minimum_bytes", 0)),
             1,
         )
         .otherwise(0)
@@ -148,6 +153,7 @@ def priced_objects(
         )
         .otherwise(0)
         .alias("untiered"),
+        *extra,
     )
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from chargeback.grouping import owners
-from chargeback.prices import GIB, PriceTable, usage_cost
+from chargeback.prices import GIB, PriceTable, price_key, usage_cost
 from chargeback.read import read_history
 from chargeback.report import (
     UNKNOWN_OWNER,
@@ -23,6 +23,8 @@ from chargeback.report import (
     Noncurrent,
     NoncurrentBucket,
     NoncurrentGroup,
+    Tally,
+    add,
     rounded_cost,
 )
 from core.registry import TableRegistry
@@ -124,11 +126,12 @@ def noncurrent_from_usage(
         taken = row["inventory_taken_at"]
         taken_at.setdefault(row["bucket"], taken.isoformat() if taken else None)
         group = (row["bucket"], row["table"] or row["prefix"])
+        key = None if markers else price_key(row["storage_class"], row["intelligent_tiering_access_tier"])
         for sums in (
             buckets.setdefault(row["bucket"], _Sums()),
             groups.setdefault(group, _Sums(row["table"])),
         ):
-            sums.add(objects, row["bytes"] or 0, markers, cost)
+            sums.add(objects, row["bytes"] or 0, markers, cost, key)
     entries = [
         NoncurrentBucket(name, *sums.figures(), taken_at[name], FROM_USAGE, "storage class")
         for name, sums in buckets.items()
@@ -145,6 +148,7 @@ def noncurrent_from_usage(
                 sums.table,
                 (owner_of.get(sums.table, UNKNOWN_OWNER) if sums.table else UNOWNED),
                 *sums.figures(),
+                storage_classes=sums.storage_classes,
             )
             for (bucket, group), sums in groups.items()
         ),
@@ -169,12 +173,15 @@ class _Sums:
         self.table = table
         self.objects = self.bytes = self.delete_markers = 0
         self.monthly_cost = 0.0
+        self.storage_classes: dict[str, Tally] = {}
 
-    def add(self, objects: int, size: int, markers: int, cost: float) -> None:
+    def add(self, objects: int, size: int, markers: int, cost: float, key: str | None = None) -> None:
         self.objects += objects
         self.bytes += size
         self.delete_markers += markers
         self.monthly_cost += cost
+        if key is not None:
+            add(self.storage_classes, key, None, objects, size, cost)
 
     def figures(self) -> tuple[int, int, int, float]:
         return self.objects, self.bytes, self.delete_markers, rounded_cost(self.monthly_cost)

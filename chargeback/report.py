@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chargeback.advice import Advice
 
 UNOWNED = "unowned"  # the group of objects under no registered table
 UNKNOWN_OWNER = "unknown"  # a table named in the inventory that tables.yaml no longer registers
@@ -128,6 +131,8 @@ class NoncurrentGroup:
     bytes: int
     delete_markers: int
     monthly_cost: float  # rounded
+    # what the cost is made of, per price key (unrounded; for --advise, not in the JSON)
+    storage_classes: Mapping[str, Tally] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -232,6 +237,7 @@ class ChargebackReport:
     trend: Trend | None = None  # None: not asked for
     reclaimable: tuple[Reclaimable, ...] = ()
     warnings: tuple[str, ...] = ()
+    advice: Advice | None = None  # None: not asked for (--advise), and no "advice" key in the JSON
 
     def ranked_groups(self) -> list[tuple[str, Tally]]:
         return ranked(self.groups)
@@ -245,7 +251,7 @@ class ChargebackReport:
         return rounded_cost(sum(r.monthly_cost or 0.0 for r in self.reclaimable))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "by": self.by,
             "currency": self.currency,
             "prices_as_of": self.prices_as_of,
@@ -269,3 +275,6 @@ class ChargebackReport:
             },
             "warnings": list(self.warnings),
         }
+        if self.advice is not None:
+            data["advice"] = self.advice.to_dict()
+        return data
