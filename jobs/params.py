@@ -239,3 +239,29 @@ RECLAIMABLE = _option(
     help="compute what a vacuum would delete now (a vacuum dry run of every enabled table), "
     "instead of reading the newest dry run from vacuum_runs",
 )
+
+# chargeback --advise
+ADVISE = _option(
+    "--advise",
+    action="store_true",
+    help="add recommendations, each with its monthly saving at the price file's prices: lifecycle rules "
+    "that expire noncurrent versions and delete markers on versioned buckets (as JSON for "
+    "aws s3api put-bucket-lifecycle-configuration and as Terraform), small objects billed at their "
+    "class's minimum size, and old objects under no registered table",
+)
+RESTORE_WINDOW_DAYS = _option(
+    "--restore-window-days",
+    type=positive_int,
+    default=30,
+    metavar="DAYS",
+    help="with --advise: the NoncurrentDays of the recommended rules, how long a vacuum can be undone "
+    "with inventory-vacuum restore",
+)
+UNOWNED_AGE_DAYS = _option(
+    "--unowned-age-days",
+    type=positive_int,
+    default=90,
+    metavar="DAYS",
+    help="with --advise: objects under no registered table last modified at least this many days "
+    "before their inventory was taken are reported as old",
+)

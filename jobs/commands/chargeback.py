@@ -13,7 +13,9 @@ NAME = "chargeback"
 SUMMARY = "objects, bytes and monthly storage cost per table, owner, bucket, class or prefix"
 EXAMPLE = """\
   inventory-vacuum chargeback --inventory-table s3://meta/warehouse/inventory --tables tables.yaml \\
-      --by owner --format html --output chargeback.html"""
+      --by owner --format html --output chargeback.html
+  inventory-vacuum chargeback --inventory-table s3://meta/warehouse/inventory --tables tables.yaml \
+      --advise --restore-window-days 30 --json   # recommendations and their lifecycle rules"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     params.USAGE_TABLE.add(parser)
     params.TREND_DAYS.add(parser)
     params.RECLAIMABLE.add(parser)
+    params.ADVISE.add(parser)
+    params.RESTORE_WINDOW_DAYS.add(parser)
+    params.UNOWNED_AGE_DAYS.add(parser)
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
@@ -67,6 +72,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
         inventory_runs_table=located.inventory_runs,
         usage_table=located.inventory_usage,
         trend_days=args.trend_days,
+        advise=args.advise,
+        restore_window_days=args.restore_window_days,
+        unowned_age_days=args.unowned_age_days,
     )
     if not args.output:
         output.show(NAME, report)

@@ -99,5 +99,63 @@ def text_lines(data: Mapping[str, Any]) -> list[str]:
             + (f"  (carried forward: {', '.join(p['carried_forward'])})" if p["carried_forward"] else "")
             for p in trend.get("points", [])
         ] or ["  (no history yet)"]
+    if "advice" in data:
+        lines += ["", *advice_lines(data["advice"], currency)]
     lines += [f"warning: {w}" for w in data["warnings"]]
+    return lines
+
+
+KIND_NAMES = {
+    "noncurrent_versions": "noncurrent versions",
+    "small_objects": "small objects",
+    "old_unowned_objects": "old unowned objects",
+}
+
+
+def advice_lines(advice: Mapping[str, Any], currency: str) -> list[str]:
+    """The ``--advise`` section: one line per recommendation (what, where, how much a month), how
+    to do it, then each bucket's lifecycle configuration as JSON and as Terraform."""
+    lines = [
+        f"recommendations ({currency} saved per month at the price file's prices, on what the inventory "
+        "shows today; a rule's effect on future writes is not included):",
+        f"  {money(advice['monthly_saving_by_rules'], currency, exact=False)} by lifecycle rules, "
+        f"{money(advice['monthly_saving_reported'], currency, exact=False)} more by the reports "
+        f"(no rule can do it); noncurrent versions kept {advice['restore_window_days']} days",
+        "",
+        f"  {'what':20} {'bucket: table or prefix':40} {'objects':>12} {'bytes':>18} {'size':>11} "
+        f"{'saving/month':>14}  action",
+    ]
+    for r in advice["recommendations"]:
+        action = f"rule {r['lifecycle_rule']['ID']}" if r["lifecycle_rule"] else "report"
+        lines.append(
+            f"  {KIND_NAMES.get(r['kind'], r['kind']):20} {r['bucket'] + ': ' + r['group']:40} "
+            f"{r['objects']:>12,} {count(r['bytes']):>18} {size(r['bytes']):>11} "
+            f"{money(r['monthly_saving'], currency, exact=False):>14}  {action}"
+        )
+        classes = ", ".join(
+            f"{name} {size(tally['bytes'])} {money(tally['monthly_cost'], currency)}"
+            for name, tally in r["storage_classes"].items()
+        )
+        if classes:
+            lines.append(
+                f"      {classes}"
+                + (f"; {r['delete_markers']:,} delete marker(s)" if r["delete_markers"] else "")
+            )
+        elif r["delete_markers"]:
+            lines.append(f"      {r['delete_markers']:,} delete marker(s)")
+        lines.append(f"      {r['how']}")
+    if not advice["recommendations"]:
+        lines.append("  (nothing to recommend)")
+    for bucket in advice["lifecycle"]:
+        lines += [
+            "",
+            f"lifecycle configuration of bucket {bucket['bucket']} (saves "
+            f"{money(bucket['monthly_saving'], currency, exact=False)} a month once applied; save it as "
+            f"lifecycle-{bucket['bucket']}.json, then: {bucket['apply']}):",
+            *json.dumps(bucket["lifecycle_configuration"], indent=2).splitlines(),
+            "the same as Terraform:",
+            *bucket["terraform"].rstrip("\n").splitlines(),
+        ]
+    lines += ["", *[f"note: {note}" for note in advice["notes"]]]
+    lines += [f"warning: {w}" for w in advice["warnings"]]
     return lines

@@ -19,7 +19,8 @@ CSV_COLUMNS = ("section", "group", "storage_class", "objects", "bytes", "monthly
 def csv_rows(report: ChargebackReport) -> list[dict[str, Any]]:
     """One row per group, per group and storage class, per unowned prefix, per reclaimable
     table, per noncurrent bucket and table or prefix, per trend date, and the totals (``section``
-    says which)."""
+    says which); with ``--advise``, per recommendation (``advice``: ``kind: bucket: group``, its
+    monthly saving, and a row per storage class)."""
     data = report.to_dict()
     rows: list[dict[str, Any]] = []
 
@@ -52,6 +53,12 @@ def csv_rows(report: ChargebackReport) -> list[dict[str, Any]]:
     add("total", "", data["totals"])
     for name, tally in data["totals"].get("storage_classes", {}).items():
         add("total", "", tally, name)
+    for entry in data.get("advice", {}).get("recommendations", []):
+        # with --advise: the monthly saving in monthly_cost, then what it is made of per class
+        group = f"{entry['kind']}: {entry['bucket']}: {entry['group']}"
+        add("advice", group, {**entry, "monthly_cost": entry["monthly_saving"]})
+        for name, tally in entry["storage_classes"].items():
+            add("advice", group, tally, name)
     return rows
 
 

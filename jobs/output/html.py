@@ -7,10 +7,15 @@ Amounts are written exactly (``$0.0000026``), from the figures of ``report.to_di
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from chargeback.report import UNOWNED, ChargebackReport, Tally, TrendPoint, rounded_cost
 from jobs.output.units import count, money, size
+
+if TYPE_CHECKING:
+    from chargeback.advice import Advice
 
 _PALETTE = ("#2f6fb0", "#e07b39", "#3a9d5d", "#c44e52", "#8172b2", "#937860", "#da8bc3", "#8c8c8c")
 
@@ -102,9 +107,69 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+KIND_NAMES = {
+    "noncurrent_versions": "noncurrent versions",
+    "small_objects": "small objects",
+    "old_unowned_objects": "old unowned objects",
+}
+
+
+def _recommendations(advice: Advice, currency: str) -> str:
+    """The ``--advise`` section: a row per recommendation with how to do it below it, then each
+    bucket's lifecycle configuration (JSON for the AWS CLI, and Terraform)."""
+    by_rules = money(rounded_cost(advice.monthly_saving_by_rules), currency)
+    reported = money(rounded_cost(advice.monthly_saving_reported), currency)
+    rows = []
+    for r in advice.recommendations:
+        action = f"rule {r.rule.id}" if r.rule else "report"
+        cells = [
+            KIND_NAMES.get(r.kind, r.kind),
+            f"{r.bucket}: {r.group}",
+            count(r.objects),
+            size(r.bytes),
+            count(r.delete_markers),
+            money(rounded_cost(r.monthly_saving), currency),
+            action,
+        ]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        rows.append(f'<tr class="how"><td colspan="{len(cells)}">{html.escape(r.how)}</td></tr>')
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "what",
+            "bucket: table or prefix",
+            "objects",
+            "size",
+            "delete markers",
+            "saving a month",
+            "action",
+        )
+    )
+    table = (
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        if rows
+        else '<p class="empty">nothing to recommend</p>'
+    )
+    buckets = "".join(
+        f"<h3>Lifecycle configuration of bucket {html.escape(b.bucket)} (saves "
+        f"{html.escape(money(rounded_cost(b.monthly_saving), currency))} a month once applied)</h3>"
+        f'<p class="meta">{html.escape(b.to_dict()["apply"])}</p>'
+        f'<pre class="lifecycle-json">{html.escape(json.dumps(b.to_dict()["lifecycle_configuration"], indent=2))}</pre>'
+        f'<pre class="terraform">{html.escape(b.terraform)}</pre>'
+        for b in advice.buckets
+    )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in (*advice.notes, *advice.warnings))
+    return (
+        f'<section id="recommendations"><h2>Recommendations: {html.escape(by_rules)} a month by lifecycle '
+        f"rules, {html.escape(reported)} more by reports (no rule can do it)</h2>{table}{buckets}"
+        f'<ul class="notes">{notes}</ul></section>'
+    )
+
+
 def render_html(report: ChargebackReport, top: int = 15) -> str:
     """The page: the total, a summary table, bar charts (cost by owner, the ``top`` costliest
-    tables, storage classes, unowned prefixes, reclaimable, noncurrent), the trend, and the groups."""
+    tables, storage classes, unowned prefixes, reclaimable, noncurrent), the trend, the
+    recommendations (with ``--advise``), and the groups."""
     currency = report.currency
     totals = report.totals
     noncurrent = report.noncurrent
@@ -185,6 +250,9 @@ table {{ border-collapse: collapse; }} td, th {{ padding: 3px 10px; border-botto
 td:not(:first-child), th:not(:first-child) {{ text-align: right; font-variant-numeric: tabular-nums; }}
 svg text {{ font-size: 12px; }} svg text.value {{ fill: #333; }} .empty {{ color: #888; }}
 .warnings li {{ color: #a33; }}
+#recommendations td {{ white-space: nowrap; }}
+#recommendations tr.how td {{ text-align: left; color: #555; font-size: 0.9em; white-space: normal; }}
+pre {{ background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 12px; }}
 </style></head><body>
 <h1>Storage chargeback</h1>
 <p class="meta">{html.escape(report.inventory_table)} · {html.escape(currency)} per month · list prices as of
@@ -198,6 +266,7 @@ svg text {{ font-size: 12px; }} svg text.value {{ fill: #333; }} .empty {{ color
 {_bar_chart("Reclaimable by vacuum, per table (bytes)", reclaim, "reclaimable")}
 {_bar_chart("Noncurrent versions by table or prefix (cost; no vacuum frees them)", noncurrent_items, "noncurrent")}
 {_line_chart(trend_title, trend.points, currency, "trend") if trend else ""}
+{_recommendations(report.advice, currency) if report.advice else ""}
 <section id="groups"><h2>By {html.escape(report.by)}</h2>{groups}</section>
 {f'<section class="warnings"><h2>Warnings</h2><ul>{warnings}</ul></section>' if warnings else ""}
 </body></html>
