@@ -150,7 +150,8 @@ def advice_lines(advice: Mapping[str, Any], currency: str) -> list[str]:
         lines += [
             "",
             f"lifecycle configuration of bucket {bucket['bucket']} (saves "
-            f"{money(bucket['monthly_saving'], currency, exact=False)} a month once applied; save it as "
+            f"{money(bucket['monthly_saving'], currency, exact=False)} a month, all of it at the latest "
+            f"{advice['restore_window_days']} days after it is applied; save it as "
             f"lifecycle-{bucket['bucket']}.json, then: {bucket['apply']}):",
             *json.dumps(bucket["lifecycle_configuration"], indent=2).splitlines(),
             "the same as Terraform:",

@@ -152,7 +152,8 @@ def _recommendations(advice: Advice, currency: str) -> str:
     )
     buckets = "".join(
         f"<h3>Lifecycle configuration of bucket {html.escape(b.bucket)} (saves "
-        f"{html.escape(money(rounded_cost(b.monthly_saving), currency))} a month once applied)</h3>"
+        f"{html.escape(money(rounded_cost(b.monthly_saving), currency))} a month, all of it at the latest "
+        f"{advice.restore_window_days} days after it is applied)</h3>"
         f'<p class="meta">{html.escape(b.to_dict()["apply"])}</p>'
         f'<pre class="lifecycle-json">{html.escape(json.dumps(b.to_dict()["lifecycle_configuration"], indent=2))}</pre>'
         f'<pre class="terraform">{html.escape(b.terraform)}</pre>'
