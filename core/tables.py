@@ -19,6 +19,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
     DataType,
@@ -170,6 +171,11 @@ VACUUM_RUNS_SCHEMA = StructType(
         StructField("seconds", DoubleType()),
         StructField("status", StringType()),
         StructField("reason", StringType()),
+        # a restore's row (mode "restore"): delete markers removed, the bytes made current again
+        # (measured), and the selected objects left as they were
+        StructField("restored_files", LongType()),
+        StructField("restored_bytes", LongType()),
+        StructField("not_restored_files", LongType()),
     ]
 )
 
@@ -183,8 +189,16 @@ LEDGER_SCHEMA = StructType(
         StructField("length", LongType()),
         StructField("deleted_with", StringType()),
         StructField("deleted_at", TimestampType()),
+        # on a versioned bucket, the delete marker the delete made (as DeleteObjects named it)
+        StructField("delete_marker_version_id", StringType()),
+        # a restore's row: the restore's run id and time; the other columns are the deletion's
+        # (run_id, deleted_at) and what the restore measured (length, the marker it removed)
+        StructField("restored_by", StringType()),
+        StructField("restored_at", TimestampType()),
     ]
 )
+# the ledger's first columns: a ledger written before the others were added has only these
+LEDGER_CORE_COLUMNS = ("run_id", "table", "path", "bucket", "key", "length", "deleted_with", "deleted_at")
 
 
 # ---- readers and appenders ------------------------------------------------------------------
@@ -224,6 +238,24 @@ def read_inventory(
     if wrong:
         raise InventoryTableError(f"inventory table {location}: column {'; '.join(wrong)}")
     return frame
+
+
+def read_ledger(spark: SparkSession, location: str) -> DataFrame:
+    """The deletion ledger with every column of :data:`LEDGER_SCHEMA`: a column an older ledger
+    lacks reads as null (no delete marker recorded, not restored)."""
+    frame = spark.read.format("delta").load(location)
+    for column in LEDGER_SCHEMA:
+        if column.name not in frame.columns:
+            frame = frame.withColumn(column.name, F.lit(None).cast(column.dataType))
+    return frame
+
+
+def is_ledger(spark: SparkSession, location: str) -> bool:
+    """True when ``location`` holds a Delta table with the ledger's first columns: one this tool
+    wrote, which an append may give the newer columns (``mergeSchema``)."""
+    if not delta_table_exists(spark, location):
+        return False
+    return set(LEDGER_CORE_COLUMNS) <= set(spark.read.format("delta").load(location).columns)
 
 
 def delta_table_exists(spark: SparkSession, location: str) -> bool:

@@ -3,7 +3,9 @@
 Two ways: this tool's batched DeleteObjects (after re-checking the plan against a fresh snapshot
 when the log moved), or Delta's own VACUUM followed by a check of which planned files are really
 gone (Delta swallows each file's delete error). Either way, every deleted object goes to the
-ledger, also when some deletes failed, and the counts are measured, never taken from the plan.
+ledger, also when some deletes failed, and the counts are measured, never taken from the plan. On
+a versioned bucket the batch delete ledgers the delete marker DeleteObjects made for each key, so
+a restore removes exactly that marker.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def delete_batch(
     planned: DataFrame,
     plan_sql: str,
     *,
-    verify_existence: bool = False,
+    verify_existence: bool | None = False,
     directory_objects: DataFrame | None = None,
     release_plan: Callable[[], None] = lambda: None,
 ) -> None:
@@ -141,7 +143,7 @@ def _send_deletes(ctx: TableContext, confirmed: DataFrame, release_plan: Callabl
             )
         keys = F.col("key").isNotNull()
         deleted = outcomes.where(keys & F.col("deleted")).select(
-            reported_path().alias("path"), "bucket", "key", "length"
+            reported_path().alias("path"), "bucket", "key", "length", "delete_marker_version_id"
         )
         # one job over the persisted outcomes: every figure, and the first error
         row = outcomes.agg(

@@ -1,4 +1,6 @@
-"""Deleting with S3 DeleteObjects in batches spread over Spark tasks.
+"""Deleting with S3 DeleteObjects in batches spread over Spark tasks, and the one DeleteObjects
+exchange (with its retries) that the vacuum and the restore (which deletes delete markers by
+version id) share.
 
 Only ever called by :mod:`vacuum.runner` with a list the planner produced and the gates passed.
 Each request holds at most 1000 keys (S3's limit). What S3 can still accept later (503 SlowDown,
@@ -12,8 +14,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
@@ -27,7 +29,7 @@ MAX_KEYS_PER_REQUEST = 1000
 RETRYABLE_CODES = frozenset(
     {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling", "503", "500"}
 )
-_ALREADY_GONE = frozenset({"NoSuchKey", "404"})
+_ALREADY_GONE = frozenset({"NoSuchKey", "NoSuchVersion", "404"})
 # Characters an XML 1.0 body cannot carry as they are: C0 controls other than tab and newline, and
 # the carriage return, which XML parsers turn into a newline (so "a\rb" would name "a\nb").
 _NOT_SENDABLE = "[\\x{0}-\\x{8}\\x{B}-\\x{1F}\\x{FFFE}\\x{FFFF}]"
@@ -41,21 +43,28 @@ OUTCOME_SCHEMA = StructType(
         StructField("deleted", BooleanType()),
         StructField("error", StringType()),
         StructField("requests", LongType()),
+        # on a versioned bucket: the delete marker S3 says the delete created (None otherwise)
+        StructField("delete_marker_version_id", StringType()),
     ]
 )
 
 
-# bucket, key, path, length, deleted, error, requests: one row of OUTCOME_SCHEMA
-Outcome = tuple[str | None, str | None, str | None, int | None, bool, str | None, int]
+# bucket, key, path, length, deleted, error, requests, delete_marker_version_id: one OUTCOME_SCHEMA row
+Outcome = tuple[str | None, str | None, str | None, int | None, bool, str | None, int, str | None]
 
 
 @dataclass(frozen=True)
 class KeyBatchOutcome:
-    """What one DeleteObjects exchange (with its retries) did to up to 1000 keys."""
+    """What one DeleteObjects exchange (with its retries) did to up to 1000 keys.
+
+    ``delete_markers``: for each key whose delete made a delete marker (a versioned bucket), the
+    marker's version id, as DeleteObjects answered it (``DeleteMarker: true``).
+    """
 
     deleted: list[str]
     failed: dict[str, str]  # key -> error
     requests: int
+    delete_markers: dict[str, str] = field(default_factory=dict)
 
 
 def sendable_key(key: Column) -> Column:
@@ -138,7 +147,8 @@ def delete_partition(
         for key, path, length in batch:
             # delete_keys gives every key it was sent an outcome; a key it did not name stays
             error = None if key in deleted else outcome.failed.get(key, "no outcome from DeleteObjects")
-            yield current_bucket, key, path, length, error is None, error, 0
+            marker = outcome.delete_markers.get(key) if error is None else None
+            yield current_bucket, key, path, length, error is None, error, 0, marker
         batch.clear()
 
     for bucket, key, path, length in rows:
@@ -148,9 +158,9 @@ def delete_partition(
         if is_sendable(key):
             batch.append((key, path, length))
         else:
-            yield bucket, key, path, length, False, "key cannot be sent in a DeleteObjects XML body", 0
+            yield bucket, key, path, length, False, "key cannot be sent in a DeleteObjects XML body", 0, None
     yield from flush()
-    yield None, None, None, None, False, None, requests  # the task's request count
+    yield None, None, None, None, False, None, requests, None  # the task's request count
 
 
 def _stops_everything(error: str) -> bool:
@@ -160,8 +170,22 @@ def _stops_everything(error: str) -> bool:
     )
 
 
-def delete_keys(client: Any, bucket: str, keys: list[str], max_attempts: int = 6) -> KeyBatchOutcome:
-    """Delete up to 1000 keys of one bucket; retry only what S3 could still accept."""
+def delete_keys(
+    client: Any,
+    bucket: str,
+    keys: list[str],
+    max_attempts: int = 6,
+    *,
+    version_ids: Mapping[str, str] | None = None,
+) -> KeyBatchOutcome:
+    """Delete up to 1000 keys of one bucket; retry only what S3 could still accept.
+
+    With ``version_ids`` (key -> version id, one version per key), each key's given version is
+    deleted for good, as the restore deletes its delete markers; without, each key's current
+    object is deleted (on a versioned bucket S3 then makes a delete marker, whose version id is
+    returned in ``delete_markers``). The request is not Quiet: S3 names each key it deleted, and
+    the marker it made, only in a verbose answer.
+    """
     from botocore.exceptions import (
         ClientError,
         ConnectionClosedError,
@@ -177,10 +201,17 @@ def delete_keys(client: Any, bucket: str, keys: list[str], max_attempts: int = 6
         ConnectTimeoutError,
     )
     assert len(keys) <= MAX_KEYS_PER_REQUEST
+    if version_ids is not None:  # outcomes are told per key: one version of a key per request
+        assert len(set(keys)) == len(keys) and set(keys) <= set(version_ids), "one version id per key"
     pending = list(keys)
     deleted: list[str] = []
     failed: dict[str, str] = {}
+    markers: dict[str, str] = {}
     requests = 0
+
+    def entry(key: str) -> dict[str, str]:
+        return {"Key": key, "VersionId": version_ids[key]} if version_ids is not None else {"Key": key}
+
     for attempt in range(max_attempts):
         if not pending:
             break
@@ -189,7 +220,7 @@ def delete_keys(client: Any, bucket: str, keys: list[str], max_attempts: int = 6
         requests += 1
         try:
             response = client.delete_objects(
-                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in pending], "Quiet": True}
+                Bucket=bucket, Delete={"Objects": [entry(k) for k in pending], "Quiet": False}
             )
         except ClientError as error:
             detail = error.response.get("Error", {})
@@ -197,15 +228,19 @@ def delete_keys(client: Any, bucket: str, keys: list[str], max_attempts: int = 6
             if str(detail.get("Code")) in RETRYABLE_CODES and attempt + 1 < max_attempts:
                 continue
             failed.update(dict.fromkeys(pending, message))
-            return KeyBatchOutcome(deleted, failed, requests)
+            return KeyBatchOutcome(deleted, failed, requests, markers)
         except transient_network as error:
             if attempt + 1 < max_attempts:
                 continue
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
-            return KeyBatchOutcome(deleted, failed, requests)
+            return KeyBatchOutcome(deleted, failed, requests, markers)
         except Exception as error:  # credentials, parameter validation, ...: retrying cannot help
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
-            return KeyBatchOutcome(deleted, failed, requests)
+            return KeyBatchOutcome(deleted, failed, requests, markers)
+        if version_ids is None:
+            for done in response.get("Deleted", []):
+                if done.get("DeleteMarker") and done.get("DeleteMarkerVersionId"):
+                    markers[str(done.get("Key"))] = str(done["DeleteMarkerVersionId"])
         problems = {str(p.get("Key")): p for p in response.get("Errors", [])}
         retry: list[str] = []
         for key in pending:
@@ -218,7 +253,7 @@ def delete_keys(client: Any, bucket: str, keys: list[str], max_attempts: int = 6
             else:
                 failed[key] = f"s3://{bucket}/{key}: {code}: {problem.get('Message')}"
         pending = retry
-    return KeyBatchOutcome(deleted, failed, requests)
+    return KeyBatchOutcome(deleted, failed, requests, markers)
 
 
 def _describe(error: BaseException) -> str:

@@ -4,6 +4,13 @@ It is the audit trail for restoring from a versioned bucket or a backup, and it 
 the same inventory honest: S3 answers "Deleted" for keys that no longer exist, so without the
 ledger a second run on the same day would report the same files deleted again. The planner leaves
 out every object the ledger shows deleted after the inventory was taken.
+
+A restore (:mod:`vacuum.restore`) appends its own rows: the deletion's ``run_id``, ``deleted_at``
+and ``deleted_with``, with ``restored_by`` (the restore's run id) and ``restored_at``. An object
+restored is there again: :func:`deleted_since` no longer counts its deletion.
+
+Columns added since the first ledger (``delete_marker_version_id``, ``restored_by``,
+``restored_at``) are added to an older ledger by its next append, and read as null until then.
 """
 
 from __future__ import annotations
@@ -11,13 +18,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from core.errors import spark_error_summary
-from core.tables import LEDGER_SCHEMA, delta_table_exists
+from core.tables import LEDGER_SCHEMA, delta_table_exists, is_ledger, read_ledger
 
 log = logging.getLogger("inventory_vacuum")
 _APPEND_LOCK = threading.Lock()
@@ -28,29 +37,34 @@ ALREADY_GONE = "already_gone"
 
 
 def deleted_since(spark: SparkSession, location: str, bucket: str, since: datetime) -> DataFrame | None:
-    """``bucket, key`` of the objects of ``bucket`` the ledger shows deleted at or after ``since``.
+    """``bucket, key`` of the objects of ``bucket`` the ledger shows deleted at or after ``since``
+    and not restored since.
 
     ``None`` when there is no ledger yet. Any other read error is raised: a ledger that exists
     but cannot be read must not quietly turn into "nothing deleted yet".
     """
     if not delta_table_exists(spark, location):
         return None
-    ledger = spark.read.format("delta").load(location)
+    ledger = read_ledger(spark, location).where(F.col("bucket") == bucket)
     since_ms = int(since.timestamp() * 1000)
+    deletions = ledger.where(F.col("restored_by").isNull() & (F.unix_millis("deleted_at") >= F.lit(since_ms)))
+    restored = ledger.where(F.col("restored_by").isNotNull()).select("run_id", "bucket", "key")
     return (
-        ledger.where((F.col("bucket") == bucket) & (F.unix_millis("deleted_at") >= F.lit(since_ms)))
-        .select("bucket", "key")
-        .distinct()
+        deletions.join(restored, ["run_id", "bucket", "key"], "left_anti").select("bucket", "key").distinct()
     )
 
 
 def record_deletions(
     spark: SparkSession, location: str, deleted: DataFrame, *, run_id: str, table: str, deleted_with: str
 ) -> str | None:
-    """Append one row per deleted object (``deleted`` has ``path, bucket, key, length``).
+    """Append one row per deleted object (``deleted`` has ``path, bucket, key, length``, and
+    ``delete_marker_version_id`` when the delete named the markers it made).
 
     Returns a warning when the ledger could not be written (the objects are gone either way).
     """
+    marker = (
+        F.col("delete_marker_version_id") if "delete_marker_version_id" in deleted.columns else F.lit(None)
+    )
     rows = deleted.select(
         F.lit(run_id).alias("run_id"),
         F.lit(table).alias("table"),
@@ -60,12 +74,34 @@ def record_deletions(
         (F.lit(None) if deleted_with == ALREADY_GONE else F.col("length")).cast("long").alias("length"),
         F.lit(deleted_with).alias("deleted_with"),
         F.current_timestamp().alias("deleted_at"),
+        marker.cast("string").alias("delete_marker_version_id"),
+        F.lit(None).cast("string").alias("restored_by"),
+        F.lit(None).cast("timestamp").alias("restored_at"),
     )
+    return _append(spark, location, rows)
+
+
+def record_restores(spark: SparkSession, location: str, records: Sequence[Mapping[str, Any]]) -> str | None:
+    """Append one row per restored object (``records`` hold the ledger's columns). Returns a
+    warning when the ledger could not be written (the objects are restored either way)."""
+    if not records:
+        return None
+    rows = [tuple(record.get(f.name) for f in LEDGER_SCHEMA) for record in records]
+    return _append(spark, location, spark.createDataFrame(rows, LEDGER_SCHEMA))
+
+
+def _append(spark: SparkSession, location: str, rows: DataFrame) -> str | None:
+    """Append ``rows`` to the ledger, retrying concurrent appends; a warning when it failed.
+    A ledger written before the newer columns existed gains them (only a ledger: another table
+    at the location is never reshaped, and the append then fails)."""
     last_error = ""
     for attempt in range(_APPEND_ATTEMPTS):
         try:
             with _APPEND_LOCK:  # tables of one run append one at a time; other runs: retried
-                rows.write.format("delta").mode("append").save(location)
+                writer = rows.write.format("delta").mode("append")
+                if is_ledger(spark, location):
+                    writer = writer.option("mergeSchema", "true")
+                writer.save(location)
             return None
         except Exception as error:
             last_error = spark_error_summary(error)
