@@ -187,10 +187,12 @@ DELETE_WITH = _option(
 )
 VERIFY_EXISTENCE = _option(
     "--verify-existence",
-    action="store_true",
+    action=argparse.BooleanOptionalAction,
+    default=None,
     help="check which candidates still exist before deleting (a HEAD per file or a LIST per "
     "directory, whichever is fewer), so objects deleted by someone else since the inventory was "
-    "taken are reported as already gone, not as deleted",
+    "taken are reported as already gone and not ledgered as deleted (default: on with "
+    "--delete-with delta, off with the batch delete)",
 )
 MAX_INVENTORY_AGE_HOURS = _option(
     "--max-inventory-age-hours",

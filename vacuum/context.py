@@ -78,13 +78,30 @@ class VacuumOptions:
     # registered table); the run adds its own inventory, history and ledger tables itself
     protected_locations: tuple[str, ...] = ()
     collect_candidates: bool = False  # keep each table's candidate list for --candidates
-    # check which candidates still exist before deleting (a request per directory or file),
-    # so objects someone else deleted after the inventory was taken are not counted as deleted
-    verify_existence: bool = False
+    # check which candidates still exist before deleting (a request per directory or file), so
+    # objects someone else deleted after the inventory was taken are reported as already gone and
+    # not ledgered as deleted by this tool. None: on for Delta's own delete (it deletes by path
+    # and says nothing about what it deleted), off for the batch delete (see verifies_existence)
+    verify_existence: bool | None = None
 
     def __post_init__(self) -> None:  # plain strings (the library's callers) become the enums
         object.__setattr__(self, "mode", Mode(self.mode))
         object.__setattr__(self, "delete_with", DeleteWith(self.delete_with))
+        object.__setattr__(self, "verify_existence", self.verifies_existence())
+
+    def verifies_existence(self) -> bool:
+        """Whether the candidates' existence is checked before deleting: as given, else when Delta
+        deletes (``delta``, and ``auto`` outside the inventory modes, where auto means delta).
+
+        ``auto`` in the inventory modes is the batch delete on S3, where the check is off by
+        default: it costs up to a request per candidate where DeleteObjects costs one per 1000
+        keys, and on a versioned bucket DeleteObjects names the delete marker it made.
+        """
+        if self.verify_existence is not None:
+            return bool(self.verify_existence)
+        return self.delete_with == DeleteWith.DELTA or (
+            self.delete_with == DeleteWith.AUTO and not self.mode.uses_inventory
+        )
 
     def delete_path(self, location: StorageLocation) -> DeleteWith:
         """The delete this table gets: ``auto`` resolved for its location."""
