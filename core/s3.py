@@ -81,3 +81,40 @@ def bucket_versioning(bucket: str) -> str | None:
 def has_objects_under(bucket: str, prefix: str) -> bool:
     """True when at least one key starts with ``prefix`` (one LIST request of one key)."""
     return bool(s3_client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount"))
+
+
+def key_versions(client: Any, bucket: str, key: str) -> list[dict[str, Any]]:
+    """Every version and delete marker of exactly ``key``, as ListObjectVersions gives them
+    (``VersionId``, ``IsLatest``, ``LastModified``, and ``Size``/``ETag`` for object versions),
+    each with ``IsDeleteMarker``. Keys that merely start with ``key`` are skipped; the listing
+    stops at the first of them (S3 lists keys in order, so ``key``'s own versions come first)."""
+    versions: list[dict[str, Any]] = []
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=key):
+        found = [{**v, "IsDeleteMarker": False} for v in page.get("Versions", []) if v["Key"] == key]
+        found += [{**m, "IsDeleteMarker": True} for m in page.get("DeleteMarkers", []) if m["Key"] == key]
+        versions += found
+        listed = [v["Key"] for v in (*page.get("Versions", []), *page.get("DeleteMarkers", []))]
+        if any(k != key for k in listed):
+            break
+    return versions
+
+
+def lifecycle_rules(client: Any, bucket: str) -> list[dict[str, Any]]:
+    """The bucket's lifecycle rules; none when it has no lifecycle configuration."""
+    try:
+        return list(client.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", []))
+    except ClientError as error:
+        if error_code(error) == "NoSuchLifecycleConfiguration":
+            return []
+        raise
+
+
+def current_version(client: Any, bucket: str, key: str) -> dict[str, Any] | None:
+    """``VersionId``, ``ContentLength`` and ``ETag`` of the key's current object (HEAD); None when
+    it has none (no object, or a delete marker is its newest version)."""
+    try:
+        return dict(client.head_object(Bucket=bucket, Key=key))
+    except ClientError as error:
+        if error_code(error) in ("404", "NoSuchKey", "NotFound", "405", "MethodNotAllowed"):
+            return None
+        raise

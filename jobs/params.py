@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime, timezone
 from typing import Any
 
 
@@ -38,6 +38,17 @@ def a_date(text: str) -> date:
         return date.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def a_timestamp(text: str) -> datetime:
+    """An ISO 8601 date or time; UTC when it names no offset."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a timestamp (ISO 8601, e.g. 2026-11-25T21:30:00Z)"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def positive_int(text: str) -> int:
@@ -213,6 +224,31 @@ CANDIDATES = _option(
     "--candidates", metavar="FILE", help="write the candidate list to this .parquet or .csv file"
 )
 PARALLEL = _option("--parallel", type=positive_int, default=4, metavar="N", help="tables vacuumed at once")
+
+# restore
+RESTORE_TABLE = _option(
+    "--table",
+    required=True,
+    action="append",
+    dest="table_names",
+    metavar="NAME",
+    help="restore what the ledger shows deleted from this registered table (repeat for several)",
+)
+RUN_ID = _option(
+    "--run-id",
+    metavar="RUN_ID",
+    help="restore the objects this vacuum run deleted (its run_id in vacuum_runs and the ledger)",
+)
+SINCE = _option(
+    "--since",
+    type=a_timestamp,
+    metavar="TIMESTAMP",
+    help="restore the objects deleted at or after this time (ISO 8601, e.g. 2026-11-25T21:30:00Z; "
+    "UTC when no offset is given)",
+)
+RESTORE_DRY_RUN = _option(
+    "--dry-run", action="store_true", help="name what would be restored: nothing changes, nothing ledgered"
+)
 
 # chargeback
 GROUP_BY = _option(

@@ -1,4 +1,5 @@
-"""The result types of a vacuum run, shared by the runner, the history, the ledger and the renderers.
+"""The result types of a vacuum run and of a restore, shared by the runner, the restore, the
+history, the ledger and the renderers.
 
 Every count here is either measured or labelled as a plan: ``planned_*`` is what the planner and
 the gates allowed, ``deleted_*`` what was measured gone afterwards (``None`` when it could not be
@@ -87,3 +88,88 @@ class VacuumResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"tables": [t.to_dict() for t in self.tables]}
+
+
+# What a restore did, or would do, with one object the ledger shows deleted (``ObjectRestore.outcome``).
+RESTORED = "restored"  # the tool's delete marker removed; the version below is current, verified
+WOULD_RESTORE = "would_restore"  # a dry run's answer
+ALREADY_RESTORED = "already_restored"  # the ledger shows it restored by an earlier restore
+DELETED_AGAIN = "deleted_again"  # its newest version is a delete marker the tool did not make
+CURRENT_AGAIN = "current_again"  # its newest version is an object: written again since, never overwritten
+EXPIRED = "expired"  # no version below the tool's delete marker is left (a lifecycle rule expired it)
+DELETED_BEFORE = "deleted_before"  # below the tool's delete marker is another delete marker
+LENGTH_DIFFERS = "length_differs"  # the version below is not of the ledger's length
+ORDER_UNKNOWN = "order_unknown"  # versions of the same second: which would become current is unknown
+SUPERSEDED = "superseded"  # a later ledger row deleted the same key; that row decides
+FAILED = "failed"  # listing its versions or removing the marker failed
+UNVERIFIED = "unverified"  # the marker is removed, but the current version is not the expected one
+
+
+@dataclass
+class ObjectRestore:
+    """One ledger row's object: what the restore found and did, with the reason when it left it."""
+
+    table: str
+    path: str
+    bucket: str
+    key: str
+    run_id: str  # the vacuum run that deleted it
+    deleted_at: str
+    length: int | None  # as ledgered
+    outcome: str
+    reason: str | None = None
+    delete_marker_version_id: str | None = None  # the tool's marker (found, or removed)
+    restored_version_id: str | None = None  # the version that is (or would become) current
+    restored_length: int | None = None  # measured after the restore (HEAD); a dry run: the version's size
+    e_tag: str | None = None
+
+
+@dataclass
+class TableRestore:
+    """The outcome of a restore for one table; every count is of ledger rows (objects)."""
+
+    name: str
+    path: str
+    status: Status
+    dry_run: bool
+    selected_files: int = 0  # what the ledger shows the selection deleted, restored or not
+    restored_files: int = 0
+    restored_bytes: int = 0  # measured: the current versions' lengths after the restore
+    would_restore_files: int = 0
+    would_restore_bytes: int = 0
+    already_restored_files: int = 0
+    not_restored: dict[str, int] = field(default_factory=dict)  # by outcome
+    delete_requests: int = 0
+    seconds: float = 0.0
+    reason: str | None = None
+    objects: list[ObjectRestore] = field(default_factory=list)
+
+    @property
+    def not_restored_files(self) -> int:
+        return sum(self.not_restored.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = str(self.status)
+        data["not_restored_files"] = self.not_restored_files
+        return data
+
+
+@dataclass
+class RestoreResult:
+    run_id: str
+    dry_run: bool
+    ledger: str
+    tables: list[TableRestore] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(t.status == Status.OK for t in self.tables)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "dry_run": self.dry_run,
+            "ledger": self.ledger,
+            "tables": [t.to_dict() for t in self.tables],
+        }

@@ -6,6 +6,6 @@ Each module has ``NAME``, ``SUMMARY``, ``EXAMPLE``, ``add_arguments(parser)`` an
 
 from __future__ import annotations
 
-from jobs.commands import chargeback, demo, fetch_jars, iam_policy, ingest, snapshot, vacuum
+from jobs.commands import chargeback, demo, fetch_jars, iam_policy, ingest, restore, snapshot, vacuum
 
-COMMANDS = (ingest, vacuum, chargeback, snapshot, iam_policy, demo, fetch_jars)
+COMMANDS = (ingest, vacuum, restore, chargeback, snapshot, iam_policy, demo, fetch_jars)

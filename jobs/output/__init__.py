@@ -182,3 +182,44 @@ class ConsoleOutput:
             for warning in t.get("warnings") or []:
                 lines.append(f"           warning: {warning}")
         return lines
+
+    def _restore(self, data: dict[str, Any]) -> list[str]:
+        lines = []
+        shown = 20  # objects listed per table and outcome; --json has them all
+        for t in data["tables"]:
+            if data["dry_run"]:
+                outcome = (
+                    f"would restore {t['would_restore_files']} objects, {size(t['would_restore_bytes'])}"
+                )
+            else:
+                outcome = f"restored {t['restored_files']} objects, {size(t['restored_bytes'])} (verified)"
+            if t["already_restored_files"]:
+                outcome += f"; {t['already_restored_files']} restored earlier"
+            if t["not_restored_files"]:
+                outcome += f"; {t['not_restored_files']} not restored"
+            if not (t["would_restore_files"] or t["restored_files"] or t["not_restored_files"]):
+                outcome = (
+                    f"nothing to restore: all {t['already_restored_files']} object(s) were restored earlier"
+                )
+            status = "ok" if t["status"] == "ok" else t["status"].upper()
+            lines.append(
+                f"{status:8} {t['name']}: {outcome} ({t['selected_files']} in the ledger's selection, "
+                f"{t['delete_requests']} delete requests, {t['seconds']:.1f}s)"
+            )
+            if t["status"] != "ok" and t["reason"]:
+                lines.append(f"           {t['reason']}")
+            by_outcome: dict[str, list[dict[str, Any]]] = {}
+            for o in t["objects"]:
+                by_outcome.setdefault(o["outcome"], []).append(o)
+            for outcome_name, objects in sorted(by_outcome.items()):
+                if outcome_name == "restored":
+                    continue
+                lines.append(f"           {outcome_name.replace('_', ' ')}: {len(objects)}")
+                for o in objects[:shown]:
+                    detail = f": {o['reason']}" if o["reason"] else ""
+                    lines.append(f"             {o['path']}{detail}")
+                if len(objects) > shown:
+                    lines.append(f"             ... and {len(objects) - shown} more (--json lists them all)")
+        if not data["dry_run"]:
+            lines.append(f"restore run {data['run_id']}; ledger {data['ledger']}")
+        return lines
