@@ -24,6 +24,7 @@ def read_inventory_for_chargeback(spark: SparkSession, location: str) -> DataFra
         location,
         required=_REQUIRED,
         purpose="not an inventory-vacuum inventory table, nothing to price",
+        check_types=False,  # a length of another integer type is priced all the same
     )
     frame = with_optional_columns(frame, OPTIONAL_COLUMNS)
     current = F.coalesce(F.col("is_latest"), F.lit(True)) & ~F.coalesce(

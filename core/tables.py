@@ -211,10 +211,11 @@ def read_inventory(
     *,
     required: StructType = INVENTORY_TABLE_SCHEMA,
     purpose: str = "",
+    check_types: bool = True,
 ) -> DataFrame:
     """The inventory Delta table (at ``version``, if given); an :class:`InventoryTableError` when it
-    cannot be read, lacks a column of ``required`` or has one of another type. ``purpose`` ends
-    the message of a missing column (what the caller could not do without it)."""
+    cannot be read, lacks a column of ``required`` or (``check_types``) has one of another type.
+    ``purpose`` ends the message of a missing column (what the caller could not do without it)."""
     try:
         reader = spark.read.format("delta")
         if version is not None:
@@ -233,7 +234,7 @@ def read_inventory(
     wrong = [
         f"{f.name} is {types[f.name].simpleString()}, expected {f.dataType.simpleString()}"
         for f in required
-        if types[f.name] != f.dataType
+        if check_types and types[f.name] != f.dataType
     ]
     if wrong:
         raise InventoryTableError(f"inventory table {location}: column {'; '.join(wrong)}")

@@ -92,7 +92,16 @@ ensure_venv() {
   local stamp="$venv/.inventory-vacuum-installed" wanted
   wanted="$(cat pyproject.toml "$pins" | cksum)"
   if [ ! -x "$venv/bin/inventory-vacuum" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]' -c "$pins" || return 1
+    # pip's and the build backend's chatter go to a file, printed only when the install fails
+    local pip_log
+    pip_log="$(mktemp "${TMPDIR:-/tmp}/inventory-vacuum-pip.XXXXXX")"
+    if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]' -c "$pins" \
+      > "$pip_log" 2>&1; then
+      cat "$pip_log" >&2
+      rm -f "$pip_log"
+      return 1
+    fi
+    rm -f "$pip_log"
     echo "$wanted" > "$stamp"
   fi
 }

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
-from core.errors import InventoryVacuumError
+from core.errors import InventoryVacuumError, UsageError
 from jobs import params
 from jobs.commands import COMMANDS
 from jobs.output import output_for
@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--log-file",
             metavar="FILE",
             help="where the JVM's output and the progress log go (default: a new file under "
-            f"{Path(tempfile.gettempdir()) / 'inventory-vacuum'}; printed if the command fails)",
+            f"{Path(tempfile.gettempdir())}/inventory-vacuum-UID, removed when the command "
+            "succeeds; named on stderr when it fails)",
         )
         sub.set_defaults(handler=command.run)
     return parser
@@ -101,16 +102,28 @@ def _submitted() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def _log_file(args: argparse.Namespace) -> str:
-    """The log file this command writes: ``--log-file``, the environment's, or a new one."""
-    if args.log_file:
-        return str(args.log_file)
-    if os.environ.get(JVM_LOG_VARIABLE):
-        return os.environ[JVM_LOG_VARIABLE]
-    folder = Path(tempfile.gettempdir()) / "inventory-vacuum"
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
-    return str(folder / f"{args.command}-{stamp}-{os.getpid()}.log")
+def _log_file(args: argparse.Namespace) -> tuple[str, bool]:
+    """The log file this command writes, and whether it is a new temporary one (removed again when
+    the command succeeds): ``--log-file``, the environment's, or a new private file in a folder
+    of this user's under the system's temporary directory."""
+    given = args.log_file or os.environ.get(JVM_LOG_VARIABLE)
+    if given:
+        try:
+            with open(given, "a", encoding="utf-8"):
+                pass
+        except OSError as error:
+            raise UsageError(f"--log-file {given}: cannot write there: {error.strerror}") from None
+        return str(given), False
+    folder = Path(tempfile.gettempdir()) / f"inventory-vacuum-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        descriptor, path = tempfile.mkstemp(
+            prefix=f"{args.command}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-", suffix=".log", dir=folder
+        )
+    except OSError as error:
+        raise UsageError(f"no log file under {folder}: {error.strerror}; give one with --log-file") from None
+    os.close(descriptor)
+    return path, True
 
 
 class _OneLine(logging.Formatter):
@@ -120,9 +133,10 @@ class _OneLine(logging.Formatter):
         return f"inventory-vacuum: {record.levelname.lower()}: {record.getMessage()}"
 
 
-def _set_up_logging(args: argparse.Namespace) -> str | None:
+def _set_up_logging(args: argparse.Namespace) -> tuple[str | None, bool]:
     """Send the progress log (and, via the session, the JVM's output) to the log file; keep
-    warnings on stderr. Returns the log file, or None when the log stays on stderr."""
+    warnings on stderr. Returns the log file (None when the log stays on stderr) and whether it
+    is a temporary one."""
     root = logging.getLogger()
     root.setLevel(logging.INFO)
     for chatty in ("botocore", "boto3", "py4j", "urllib3"):  # credential lookups, gateway closes
@@ -133,8 +147,8 @@ def _set_up_logging(args: argparse.Namespace) -> str | None:
         # Spark's launcher merges this process's stderr into stdout: keep --json's document clean
         handler.setLevel(logging.WARNING if getattr(args, "json", False) else logging.INFO)
         root.addHandler(handler)
-        return None
-    path = _log_file(args)
+        return None, False
+    path, temporary = _log_file(args)
     os.environ[JVM_LOG_VARIABLE] = path  # the session points the JVM's stdout and stderr there
     to_file = logging.FileHandler(path, encoding="utf-8")
     to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -143,7 +157,7 @@ def _set_up_logging(args: argparse.Namespace) -> str | None:
     to_terminal.setLevel(logging.WARNING)
     to_terminal.setFormatter(_OneLine())
     root.addHandler(to_terminal)
-    return path
+    return path, temporary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,14 +165,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     included, which shares this process's stdout) is sent to stderr or the log file, so
     ``--json`` stays clean."""
     args = build_parser().parse_args(argv)
-    log_path = _set_up_logging(args)
+    try:
+        log_path, temporary = _set_up_logging(args)
+    except InventoryVacuumError as error:
+        print(f"inventory-vacuum {args.command}: error: {error}", file=sys.stderr)
+        return error.exit_code
     sys.stdout.flush()
     result_stream = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
+    code = 1
     try:
-        return _run_parsed(args, result_stream, log_path)
+        code = _run_parsed(args, result_stream, log_path)
+        return code
     finally:
         result_stream.flush()
+        if temporary and log_path and (code == 0 or not os.path.getsize(log_path)):
+            os.remove(log_path)  # nothing failed, or nothing written: nothing to read (a given file stays)
 
 
 if __name__ == "__main__":

@@ -109,3 +109,22 @@ def test_a_failing_command_names_its_log_file(tmp_path):
     assert lines[0].startswith("inventory-vacuum vacuum: error: inventory table"), lines
     assert lines[-1] == f"inventory-vacuum vacuum: the log is in {log_file}", lines
     assert len(lines) == 2, lines
+
+
+@pytest.mark.spark_independent
+def test_a_log_file_that_cannot_be_written_is_a_one_line_usage_error(tmp_path):
+    completed = _command(
+        "iam-policy",
+        "--tables",
+        str(tmp_path / "tables.yaml"),
+        "--inventory-table",
+        "s3://meta/warehouse/inventory",
+        "--log-file",
+        str(tmp_path / "no-such-folder" / "command.log"),
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.strip().splitlines() == [
+        f"inventory-vacuum iam-policy: error: --log-file {tmp_path}/no-such-folder/command.log: "
+        "cannot write there: No such file or directory"
+    ]
+    assert completed.stdout == ""

@@ -9,8 +9,10 @@ from decimal import Decimal
 
 
 def size(value: int | None) -> str:
-    """``0 B``, ``812 B``, ``1.5 KiB`` ... ``3.2 PiB`` (binary units)."""
-    amount = float(value or 0)
+    """``0 B``, ``812 B``, ``1.5 KiB`` ... ``3.2 PiB`` (binary units); ``?`` when unknown."""
+    if value is None:
+        return "?"
+    amount = float(value)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if amount < 1024 or unit == "PiB":
             return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
