@@ -24,12 +24,16 @@ def reclaimable(
 ) -> list[Reclaimable]:
     """Per table, what the newest successful vacuum dry run planned to delete.
 
-    A dry run followed by a successful real vacuum is left out: those files are gone.
+    A dry run followed by a successful real vacuum is left out: those files are gone. A restore's
+    rows (mode ``restore``) are not vacuums: what a restore dry run would bring back is not
+    reclaimable, and a restore does not make an older dry run's plan stale or current.
     """
     runs = read_history(spark, location, "vacuum_runs history", warnings)
     if runs is None:
         return []
     ok = runs.where(F.col("status") == "ok")
+    if "mode" in runs.columns:
+        ok = ok.where(F.col("mode").isNull() | (F.col("mode") != "restore"))
     newest_dry = (
         ok.where(F.col("dry_run"))
         .groupBy("table")

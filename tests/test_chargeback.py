@@ -116,23 +116,20 @@ def world(spark, tmp_path_factory) -> dict[str, Any]:  # type: ignore[no-untyped
     spark.createDataFrame(_inventory_rows(OBJECTS), INVENTORY_TABLE_SCHEMA).write.format("delta").partitionBy(
         "bucket"
     ).save(inventory)
+    day = lambda d: datetime(2026, 11, d, tzinfo=timezone.utc)  # noqa: E731
     runs = [
-        ("events", datetime(2026, 11, 1, tzinfo=timezone.utc), True, "ok", 99, 9_999),  # older dry run
-        ("events", datetime(2026, 11, 21, tzinfo=timezone.utc), True, "ok", 10, 300_000),  # newest dry run
-        ("users", datetime(2026, 11, 20, tzinfo=timezone.utc), True, "ok", 5, 50_000),
-        (
-            "users",
-            datetime(2026, 11, 21, tzinfo=timezone.utc),
-            False,
-            "ok",
-            5,
-            50_000,
-        ),  # real vacuum since: gone
-        ("clicks", datetime(2026, 11, 21, tzinfo=timezone.utc), True, "refused", 0, 0),
+        ("events", day(1), True, "ok", 99, 9_999, "inventory"),  # older dry run
+        ("events", day(21), True, "ok", 10, 300_000, "inventory"),  # newest dry run
+        ("events", day(22), True, "ok", 7, 7_000, "restore"),  # a restore's dry run: not a vacuum's
+        ("events", day(23), False, "ok", 7, 7_000, "restore"),  # a restore: the dry run still stands
+        ("users", day(20), True, "ok", 5, 50_000, "inventory"),
+        ("users", day(21), False, "ok", 5, 50_000, "inventory"),  # real vacuum since: gone
+        ("clicks", day(21), True, "refused", 0, 0, "inventory"),
     ]
     spark.createDataFrame(
         runs,
-        "table string, run_at timestamp, dry_run boolean, status string, planned_files long, planned_bytes long",
+        "table string, run_at timestamp, dry_run boolean, status string, planned_files long, planned_bytes long,"
+        " mode string",
     ).write.format("delta").save(f"file://{root}/vacuum_runs")
     ingests = [
         ("lake", datetime(2026, 11, 19, tzinfo=timezone.utc), "ok", 5, 5_000, 1, TAKEN),

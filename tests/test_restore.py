@@ -501,3 +501,24 @@ def test_the_console_renders_what_was_left_and_why():
     assert "ok       events: restored 2 objects" in text and "1 not restored" in text
     assert "deleted again: 1" in text and "s3://b/events/x: a reason" in text
     assert json.loads(json.dumps(table.to_dict()))["not_restored_files"] == 1
+
+
+@pytest.mark.spark_independent
+def test_the_existence_check_follows_the_delete_each_table_gets():
+    from core.paths import StorageLocation
+    from vacuum.context import VacuumOptions
+
+    on_s3 = StorageLocation.parse("s3://lake/events")
+    local = StorageLocation.parse("file:///data/events")
+    auto = VacuumOptions(inventory_table="s3://inv/inventory")
+    # auto is the batch delete on S3 (DeleteObjects says what it deleted) and Delta's delete elsewhere
+    assert auto.verifies_existence(auto.delete_path(on_s3)) is False
+    assert auto.verifies_existence(auto.delete_path(local)) is True
+    listing = VacuumOptions(mode="list")
+    assert listing.verifies_existence(listing.delete_path(on_s3)) is True
+    delta = VacuumOptions(inventory_table="s3://inv/inventory", delete_with="delta")
+    assert delta.verifies_existence(delta.delete_path(on_s3)) is True
+    off = VacuumOptions(inventory_table="s3://inv/inventory", delete_with="delta", verify_existence=False)
+    assert off.verifies_existence(off.delete_path(on_s3)) is False
+    on = VacuumOptions(inventory_table="s3://inv/inventory", verify_existence=True)
+    assert on.verifies_existence(on.delete_path(on_s3)) is True

@@ -87,21 +87,19 @@ class VacuumOptions:
     def __post_init__(self) -> None:  # plain strings (the library's callers) become the enums
         object.__setattr__(self, "mode", Mode(self.mode))
         object.__setattr__(self, "delete_with", DeleteWith(self.delete_with))
-        object.__setattr__(self, "verify_existence", self.verifies_existence())
 
-    def verifies_existence(self) -> bool:
-        """Whether the candidates' existence is checked before deleting: as given, else when Delta
-        deletes (``delta``, and ``auto`` outside the inventory modes, where auto means delta).
+    def verifies_existence(self, delete_with: DeleteWith) -> bool:
+        """Whether a table whose delete is ``delete_with`` (:meth:`delete_path`, ``auto``
+        resolved for its location) checks its candidates' existence before deleting: as given,
+        else when Delta deletes.
 
-        ``auto`` in the inventory modes is the batch delete on S3, where the check is off by
-        default: it costs up to a request per candidate where DeleteObjects costs one per 1000
-        keys, and on a versioned bucket DeleteObjects names the delete marker it made.
+        The batch delete on S3 leaves the check off by default: it costs up to a request per
+        candidate where DeleteObjects costs one per 1000 keys, and on a versioned bucket
+        DeleteObjects names the delete marker it made.
         """
         if self.verify_existence is not None:
             return bool(self.verify_existence)
-        return self.delete_with == DeleteWith.DELTA or (
-            self.delete_with == DeleteWith.AUTO and not self.mode.uses_inventory
-        )
+        return delete_with == DeleteWith.DELTA
 
     def delete_path(self, location: StorageLocation) -> DeleteWith:
         """The delete this table gets: ``auto`` resolved for its location."""

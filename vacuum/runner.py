@@ -268,12 +268,13 @@ def _vacuum(ctx: TableContext) -> None:
         if options.dry_run or run.planned_files == 0:
             return
         unsize_shuffles(spark)
+        verify_existence = options.verifies_existence(run.delete_with)
         existing = None
-        if options.verify_existence:
+        if verify_existence:
             existing = directory_object_counts(slice_frame) if slice_frame is not None else None
         name_jobs(spark, "delete")
         if run.delete_with == DeleteWith.DELTA:
-            if options.verify_existence:
+            if verify_existence:
                 planned = set_aside_gone(ctx, planned, existing)
                 cleanup.callback(planned.unpersist)
             real_sql = vacuum_sql(
@@ -294,7 +295,7 @@ def _vacuum(ctx: TableContext) -> None:
                 ctx,
                 planned,
                 plan_sql,
-                verify_existence=options.verify_existence,
+                verify_existence=verify_existence,
                 directory_objects=existing,
                 release_plan=cleanup.close,
             )
