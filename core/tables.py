@@ -195,6 +195,9 @@ LEDGER_SCHEMA = StructType(
         # (run_id, deleted_at) and what the restore measured (length, the marker it removed)
         StructField("restored_by", StringType()),
         StructField("restored_at", TimestampType()),
+        # when the vacuum's delete step for the table began (the driver's clock): the earliest
+        # time a delete marker of the row's delete can have
+        StructField("delete_started_at", TimestampType()),
     ]
 )
 # the ledger's first columns: a ledger written before the others were added has only these

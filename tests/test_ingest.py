@@ -605,8 +605,8 @@ def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
     }
     environment.pop("PYSPARK_DRIVER_PYTHON", None)
 
-    def submit(job: str, *args: str) -> dict:
-        completed = subprocess.run(
+    def run(job: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [
                 str(Path(sys.executable).parent / "spark-submit"),
                 "--master",
@@ -626,6 +626,9 @@ def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
             cwd=tmp_path,
             env=environment,
         )
+
+    def submit(job: str, *args: str) -> dict:
+        completed = run(job, *args)
         assert completed.returncode == 0, completed.stderr[-3000:]
         return submitted_json(completed.stdout)
 
@@ -650,3 +653,18 @@ def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
     vacuumed = submit("vacuum_tables.py", "--inventory-table", table, "--tables", str(registry), "--dry-run")
     assert vacuumed["tables"][0]["status"] == "ok"
     assert vacuumed["tables"][0]["retention_hours_effective"] == 168  # the orphan is too young
+    # the restore's entry point: a dry run deletes nothing, so there is nothing to restore
+    restore = run(
+        "restore_tables.py",
+        "--inventory-table",
+        table,
+        "--tables",
+        str(registry),
+        "--table",
+        "t",
+        "--run-id",
+        vacuumed["run_id"],
+        "--dry-run",
+    )
+    assert restore.returncode != 0  # Spark's launcher merges the Python process's stderr into stdout
+    assert f"restore: error: no deletion ledger at s3://{inventory}/vacuum_deletions" in restore.stdout

@@ -69,18 +69,47 @@ def test_a_later_delete_or_write_of_the_key_is_left_alone():
 
 @pytest.mark.spark_independent
 def test_without_a_recorded_marker_the_time_decides():
-    """Delta's own delete names no marker: the newest marker between the vacuum's start and the
-    ledger row's time is the tool's; a marker made after it is someone else's."""
-    row = _deletion(delete_marker_version_id=None, run_started_at=T0 - timedelta(seconds=30))
+    """Delta's own delete names no marker: the newest marker between the start of the delete and
+    the ledger row's time is the tool's; a marker made after it is someone else's."""
+    row = _deletion(delete_marker_version_id=None, delete_started_at=T0 - timedelta(seconds=30))
     assert plan_object(row, [_marker("m", 1, latest=True), _object("v1", -100)]).outcome == "would_restore"
     after = [_marker("theirs", 120, latest=True), _marker("m", 1), _object("v1", -100)]
     assert plan_object(row, after).outcome == "deleted_again"
     before_the_run = [_marker("old", -60, latest=True), _object("v1", -100)]
     assert plan_object(row, before_the_run).outcome == "deleted_again"
-    # within the clock's tolerance a later marker may be taken for the tool's: the marker below
-    # it then keeps the object deleted, and nothing is removed
+    # within the clock's tolerance a later marker may be taken for the tool's: with two markers of
+    # the window, which is the tool's is unknown, and nothing is removed
     close = [_marker("theirs", 3, latest=True), _marker("m", 1), _object("v1", -100)]
-    assert plan_object(row, close).outcome == "deleted_before"
+    plan = plan_object(row, close)
+    assert plan.outcome == "two_markers" and "theirs" in plan.reason and ", m," not in plan.reason
+    # no start of the delete known (no delete_started_at, no vacuum_runs row): no guess by time,
+    # however the markers lie; a marker someone made before the vacuum is never taken for the tool's
+    unknown = _deletion(delete_marker_version_id=None)
+    for versions in (before_the_run, [_marker("m", 1, latest=True), _object("v1", -100)]):
+        assert plan_object(unknown, versions).outcome == "marker_unknown"
+
+
+@pytest.mark.spark_independent
+def test_a_retried_delete_and_a_suspended_buckets_null_marker_are_not_guessed():
+    started = T0 - timedelta(seconds=5)
+    # a retried DeleteObjects (the answer lost, the delete done) stacks a second marker of the window
+    retried = [_marker("ours", 1, latest=True), _marker("first try", 0), _object("v1", -100)]
+    assert plan_object(_deletion(delete_started_at=started), retried).outcome == "two_markers"
+    # a marker from before the delete began is someone's earlier delete
+    assert plan_object(_deletion(delete_started_at=started), [
+        _marker("ours", 1, latest=True), _marker("earlier", -60), _object("v1", -100)
+    ]).outcome == "deleted_before"  # fmt: skip
+    # versioning Suspended: every marker is "null", and a later delete replaces the tool's
+    null = _deletion(delete_marker_version_id="null", delete_started_at=started)
+    assert (
+        plan_object(null, [_marker("null", 1, latest=True), _object("v1", -100)]).outcome == "would_restore"
+    )
+    later = [_marker("null", 3 * 86400, latest=True), _object("v1", -100)]
+    assert plan_object(null, later).outcome == "deleted_again"
+    unknown = _deletion(delete_marker_version_id="null")
+    assert plan_object(unknown, [_marker("null", 1, latest=True), _object("v1", -100)]).outcome == (
+        "marker_unknown"
+    )
 
 
 @pytest.mark.spark_independent
@@ -104,6 +133,11 @@ def test_selection_leaves_out_what_was_restored_and_checks_the_newest_row_of_a_k
         [first, second, restored], [("r0", "b", "events/y.parquet")]
     )
     assert (pending, already, superseded) == ([second], [restored], [(first, second)])
+    # restoring run r1 alone: its key was deleted again by run r2, outside the selection
+    pending, already, superseded = select_deletions([first], [], others=[second])
+    assert (pending, already, superseded) == ([], [], [(first, second)])
+    # a newer deletion that was itself restored decides nothing
+    assert select_deletions([first], [("r2", "b", "events/x.parquet")], others=[second]) == ([first], [], [])
 
 
 @pytest.mark.spark_independent
@@ -220,7 +254,7 @@ def _vacuum(lake: dict[str, Any], *extra: str) -> dict[str, Any]:
         *extra,
     )
     assert code == 0, result["tables"][0]["reason"]
-    return dict(result["tables"][0])
+    return {**result["tables"][0], "run_id": result["run_id"]}  # the run's id, printed for restore
 
 
 def _restore(lake: dict[str, Any], *extra: str) -> tuple[int, dict[str, Any]]:
@@ -265,7 +299,9 @@ def test_a_vacuum_undone_brings_back_every_byte_and_every_version_reads(
         s3, lake["bucket"]
     )
     ledger = _ledger(spark, lake)
-    [run_id] = {r["run_id"] for r in ledger}
+    run_id = run["run_id"]
+    assert {r["run_id"] for r in ledger} == {run_id}
+    assert all(r["delete_started_at"] <= r["deleted_at"] for r in ledger)  # the markers' time window
     markers = {  # S3A's own deletes (of directory markers, on some Hadoop lines) make markers too
         m["Key"]: m["VersionId"]
         for m in s3.list_object_versions(Bucket=lake["bucket"]).get("DeleteMarkers", [])
@@ -501,6 +537,18 @@ def test_the_console_renders_what_was_left_and_why():
     assert "ok       events: restored 2 objects" in text and "1 not restored" in text
     assert "deleted again: 1" in text and "s3://b/events/x: a reason" in text
     assert json.loads(json.dumps(table.to_dict()))["not_restored_files"] == 1
+
+    # a vacuum that deleted names its run, the id a restore takes; a dry run has nothing to undo
+    from vacuum.context import DeleteWith, Mode
+    from vacuum.results import TableRun, VacuumResult
+
+    deleted = TableRun("events", "s3://b/events", Status.OK, Mode.INVENTORY, False, DeleteWith.BATCH)
+    deleted.deleted_files, deleted.planned_files = 3, 3
+    dry = TableRun("users", "s3://b/users", Status.OK, Mode.INVENTORY, True, DeleteWith.BATCH)
+    for runs, shown in (([deleted, dry], True), ([dry], False)):
+        stream = StringIO()
+        ConsoleOutput(stream).show("vacuum", VacuumResult(runs, "20261125T213000Z-1a2b3c4d"))
+        assert ("run 20261125T213000Z-1a2b3c4d: the deletion ledger" in stream.getvalue()) is shown
 
 
 @pytest.mark.spark_independent

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -147,6 +148,9 @@ class TableContext:
     run: TableRun
     state: TableState | None = None
     live_files: DataFrame | None = None
+    # when the table's delete step began (the driver's clock), ledgered with each deletion: with
+    # the row's deleted_at it bounds when the delete markers of its deletes were made
+    delete_started_at: datetime | None = None
 
     @property
     def location(self) -> StorageLocation:

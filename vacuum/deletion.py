@@ -111,6 +111,7 @@ def _ledger(ctx: TableContext, deleted: DataFrame, deleted_with: str) -> None:
         run_id=ctx.run_context.run_id,
         table=ctx.table.name,
         deleted_with=deleted_with,
+        delete_started_at=ctx.delete_started_at,
     )
     if warning:
         ctx.run.warnings.append(warning)

@@ -125,6 +125,11 @@ def check_versioning(status: str | None, bucket: str, *, allow_versioned: bool) 
         f"bucket {bucket} has versioning {status}: deletes only add delete markers and free no storage "
         "until a lifecycle rule expires noncurrent versions"
     )
+    if status == "Suspended":
+        message += (
+            "; except an object written while versioning was suspended (version id null): its "
+            "delete replaces it for good, and no restore can bring it back"
+        )
     if not allow_versioned:
         raise VacuumRefused(message + "; pass --allow-versioned to vacuum anyway")
     return [message]

@@ -55,10 +55,18 @@ def deleted_since(spark: SparkSession, location: str, bucket: str, since: dateti
 
 
 def record_deletions(
-    spark: SparkSession, location: str, deleted: DataFrame, *, run_id: str, table: str, deleted_with: str
+    spark: SparkSession,
+    location: str,
+    deleted: DataFrame,
+    *,
+    run_id: str,
+    table: str,
+    deleted_with: str,
+    delete_started_at: datetime | None = None,
 ) -> str | None:
     """Append one row per deleted object (``deleted`` has ``path, bucket, key, length``, and
-    ``delete_marker_version_id`` when the delete named the markers it made).
+    ``delete_marker_version_id`` when the delete named the markers it made). ``delete_started_at``:
+    when the table's delete step began; every marker of its deletes was made after it.
 
     Returns a warning when the ledger could not be written (the objects are gone either way).
     """
@@ -77,6 +85,7 @@ def record_deletions(
         marker.cast("string").alias("delete_marker_version_id"),
         F.lit(None).cast("string").alias("restored_by"),
         F.lit(None).cast("timestamp").alias("restored_at"),
+        F.lit(delete_started_at).cast("timestamp").alias("delete_started_at"),
     )
     return _append(spark, location, rows)
 

@@ -122,15 +122,15 @@ def restore_tables(
                                 run_id="20261126T080000Z-5e6f7a8b")
     """
     started = time.monotonic()
-    rows, restored = _read_selection(spark, options, tables)
+    rows, restored, others = _read_selection(spark, options, tables)
     names = ", ".join(t.name for t in tables)
     if not rows:
         raise UsageError(
             f"the ledger {options.ledger_table} lists no object deleted ({options.selection()}) "
             f"from table(s) {names}"
         )
-    _check_versioning(rows, options)
-    pending, already, superseded = select_deletions(rows, restored)
+    versioning = _check_versioning(rows, options)
+    pending, already, superseded = select_deletions(rows, restored, others)
     works = {t.name: _Work(t, TableRestore(t.name, t.path, Status.OK, options.dry_run)) for t in tables}
     for row in rows:
         works[row.table].run.selected_files += 1
@@ -142,7 +142,7 @@ def restore_tables(
             row,
             SUPERSEDED,
             f"deleted again by vacuum run {later.run_id} at {later.deleted_at:%Y-%m-%dT%H:%M:%SZ}: that "
-            "deletion decides",
+            f"deletion decides (restore it with --run-id {later.run_id})",
         )
 
     client = s3_client()
@@ -157,12 +157,20 @@ def restore_tables(
             _settle(work, deletion, WOULD_RESTORE, None, plan, length=plan.version.size)
         elif plan.outcome == EXPIRED:
             rule = rules.get(deletion.bucket, {}).get(deletion.key)
-            why = (
-                f"expired by the lifecycle rule {rule} (NoncurrentVersionExpiration)"
-                if rule
-                else "no lifecycle rule with NoncurrentVersionExpiration covers it (deleted by "
-                "someone, or a rule since removed)"
-            )
+            if versioning.get(deletion.bucket) == "Suspended":
+                why = (
+                    f"bucket {deletion.bucket} has versioning Suspended, where a delete replaces for "
+                    "good a version written while versioning was suspended (version id null), so "
+                    "the delete itself may have removed it"
+                    + (f"; or the lifecycle rule {rule} expired it" if rule else "")
+                )
+            elif rule:
+                why = f"expired by the lifecycle rule {rule} (NoncurrentVersionExpiration)"
+            else:
+                why = (
+                    "no lifecycle rule with NoncurrentVersionExpiration covers it (deleted by "
+                    "someone, or a rule since removed)"
+                )
             _settle(work, deletion, EXPIRED, f"{plan.reason}: cannot be restored; {why}", plan)
         else:
             _settle(work, deletion, plan.outcome, plan.reason, plan)
@@ -186,9 +194,10 @@ def restore_tables(
 
 def _read_selection(
     spark: SparkSession, options: RestoreOptions, tables: Sequence[RegisteredTable]
-) -> tuple[list[Deletion], list[tuple[str, str, str]]]:
-    """The ledger's deletions of the selection, with the start of each table's vacuum from the
-    run history when it has one; and ``(run_id, bucket, key)`` of its restore rows."""
+) -> tuple[list[Deletion], list[tuple[str, str, str]], list[Deletion]]:
+    """The ledger's deletions of the selection; ``(run_id, bucket, key)`` of the restore rows of
+    their keys; and the other deletions of those keys (other runs, other times), which decide
+    when they are newer. One read of the ledger."""
     if not delta_table_exists(spark, options.ledger_table):
         raise InventoryTableError(
             f"no deletion ledger at {options.ledger_table}: no vacuum deleted anything recorded there"
@@ -196,23 +205,32 @@ def _read_selection(
     ledger = read_ledger(spark, options.ledger_table).where(
         F.col("table").isin([t.name for t in tables]) & (F.col("deleted_with") != ALREADY_GONE)
     )
+    chosen = F.lit(True)
     if options.run_id:
-        ledger = ledger.where(F.col("run_id") == options.run_id)
+        chosen = chosen & (F.col("run_id") == options.run_id)
     if options.since is not None:
         since_ms = int(options.since.timestamp() * 1000)
-        ledger = ledger.where(F.unix_millis("deleted_at") >= F.lit(since_ms))
-    ledger = ledger.withColumn("deleted_at_ms", F.unix_millis("deleted_at"))
+        chosen = chosen & (F.unix_millis("deleted_at") >= F.lit(since_ms))
+    keys = ledger.where(chosen & F.col("restored_by").isNull()).select("bucket", "key").distinct()
+    ledger = (
+        ledger.join(keys, ["bucket", "key"], "left_semi")
+        .withColumn("chosen", chosen)
+        .withColumn("deleted_at_ms", F.unix_millis("deleted_at"))
+        .withColumn("delete_started_ms", F.unix_millis("delete_started_at"))
+    )
     starts = _run_starts(spark, options.history_table)
     if starts is not None:
         ledger = ledger.join(starts, "run_id", "left")
     else:
         ledger = ledger.withColumn("started_ms", F.lit(None).cast("long"))
-    deletions, restored = [], []
+    deletions, restored, others = [], [], []
     for row in ledger.collect():
         if row["restored_by"] is not None:
             restored.append((row["run_id"], row["bucket"], row["key"]))
             continue
-        deletions.append(
+        # the table's delete step began (ledgered), else no later than the run began (vacuum_runs)
+        started = row["delete_started_ms"] if row["delete_started_ms"] is not None else row["started_ms"]
+        (deletions if row["chosen"] else others).append(
             Deletion(
                 run_id=row["run_id"],
                 table=row["table"],
@@ -223,10 +241,10 @@ def _read_selection(
                 deleted_with=row["deleted_with"],
                 deleted_at=_from_ms(row["deleted_at_ms"]),
                 delete_marker_version_id=row["delete_marker_version_id"],
-                run_started_at=_from_ms(row["started_ms"]) if row["started_ms"] is not None else None,
+                delete_started_at=_from_ms(started) if started is not None else None,
             )
         )
-    return deletions, restored
+    return deletions, restored, others
 
 
 def _run_starts(spark: SparkSession, history_table: str | None) -> Any:
@@ -252,12 +270,14 @@ def _from_ms(millis: int) -> datetime:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
 
 
-def _check_versioning(rows: Sequence[Deletion], options: RestoreOptions) -> None:
-    """A bucket whose versioning was never enabled kept no noncurrent version: refuse, changing
-    nothing, and point to the ledger for a restore from a backup."""
+def _check_versioning(rows: Sequence[Deletion], options: RestoreOptions) -> dict[str, str]:
+    """Each bucket's versioning state. A bucket whose versioning was never enabled kept no
+    noncurrent version: refuse, changing nothing, and point to the ledger for a restore from a
+    backup."""
     counts: dict[str, int] = defaultdict(int)
     for row in rows:
         counts[row.bucket] += 1
+    states = {}
     for bucket in sorted(counts):
         try:
             status = bucket_versioning(bucket)
@@ -271,6 +291,8 @@ def _check_versioning(rows: Sequence[Deletion], options: RestoreOptions) -> None
                 f"deleted object(s) to restore; the ledger {options.ledger_table} lists them "
                 f"({options.selection()}) for a restore from a backup; nothing changed"
             )
+        states[bucket] = status
+    return states
 
 
 def _plan_all(client: Any, pending: Sequence[Deletion], parallel: int) -> list[tuple[Deletion, Plan]]:
@@ -428,6 +450,7 @@ def _verify(
                 "deleted_with": deletion.deleted_with,
                 "deleted_at": deletion.deleted_at,
                 "delete_marker_version_id": plan.marker.version_id,
+                "delete_started_at": deletion.delete_started_at,
                 "restored_by": restore_run_id,
                 "restored_at": now,
             }

@@ -16,13 +16,19 @@ from vacuum.results import (
     DELETED_BEFORE,
     EXPIRED,
     LENGTH_DIFFERS,
+    MARKER_UNKNOWN,
     ORDER_UNKNOWN,
+    TWO_MARKERS,
     WOULD_RESTORE,
 )
 
 # S3's clock (a version's LastModified, in whole seconds) against the driver's (the ledger's
-# deleted_at, written after the delete): how far S3's may run ahead
-CLOCK_SKEW = timedelta(seconds=10)
+# delete_started_at and deleted_at): how far apart they may be. Small on purpose: a marker outside
+# the window is left in place (restoring too little), one inside it may be someone else's
+CLOCK_SKEW = timedelta(seconds=2)
+# the version id of every version a bucket with versioning Suspended writes, delete markers included:
+# a later delete of the key replaces the tool's marker with one of the same id
+NULL_VERSION = "null"
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,14 @@ class Deletion:
     deleted_with: str
     deleted_at: datetime
     delete_marker_version_id: str | None = None
-    run_started_at: datetime | None = None  # no later than the vacuum run began (from vacuum_runs)
+    # no later than the table's delete step began: the ledger's delete_started_at, else the vacuum
+    # run's start from vacuum_runs; None when neither is known
+    delete_started_at: datetime | None = None
+
+    def window(self, skew: timedelta) -> tuple[datetime | None, datetime]:
+        """When the delete's markers were made, on S3's clock: (earliest or None, latest)."""
+        earliest = self.delete_started_at.replace(microsecond=0) - skew if self.delete_started_at else None
+        return earliest, self.deleted_at + skew
 
 
 @dataclass(frozen=True)
@@ -76,25 +89,29 @@ class Plan:
 
 
 def select_deletions(
-    rows: Iterable[Deletion], restored: Iterable[tuple[str, str, str]]
+    rows: Iterable[Deletion], restored: Iterable[tuple[str, str, str]], others: Iterable[Deletion] = ()
 ) -> tuple[list[Deletion], list[Deletion], list[tuple[Deletion, Deletion]]]:
     """Split the selected ledger rows into (to check, already restored, superseded with the row
-    that supersedes each). ``restored``: ``(run_id, bucket, key)`` of the ledger's restore rows.
+    that supersedes each). ``restored``: ``(run_id, bucket, key)`` of the ledger's restore rows;
+    ``others``: the ledger's other deletions of the same keys, outside the selection.
 
     One row per key is checked, the newest deletion: an older row of the same key is a delete
-    that a later vacuum's delete covered, and only the newest marker can be removed."""
+    that a later vacuum's delete covered, and only the newest marker can be removed. A newer
+    deletion outside the selection (a later vacuum run) supersedes the selected one too."""
     done = set(restored)
     pending: list[Deletion] = []
     already: list[Deletion] = []
     for row in rows:
         (already if (row.run_id, row.bucket, row.key) in done else pending).append(row)
+    chosen = {id(row) for row in pending}
+    deciding = [*pending, *(o for o in others if (o.run_id, o.bucket, o.key) not in done)]
     newest: dict[tuple[str, str], Deletion] = {}
     superseded = []
-    for row in sorted(pending, key=lambda r: r.deleted_at, reverse=True):
+    for row in sorted(deciding, key=lambda r: r.deleted_at, reverse=True):
         kept = newest.setdefault((row.bucket, row.key), row)
-        if kept is not row:
+        if kept is not row and id(row) in chosen:
             superseded.append((row, kept))
-    return list(newest.values()), already, superseded
+    return [row for row in newest.values() if id(row) in chosen], already, superseded
 
 
 def newest_first(versions: Iterable[Version]) -> list[Version]:
@@ -106,15 +123,27 @@ def newest_first(versions: Iterable[Version]) -> list[Version]:
 def plan_object(deletion: Deletion, versions: Sequence[Version], *, skew: timedelta = CLOCK_SKEW) -> Plan:
     """Find the tool's delete marker among ``versions`` of the deleted key and decide.
 
-    The marker is the one whose version id the ledger holds; without one (Delta's own delete, or a
-    ledger row older than the column), the newest delete marker made at or before the row's
-    ``deleted_at`` (plus ``skew``) and not before the vacuum began. It is removed only when it is
-    the key's newest version and the version below it is an object of the ledger's length.
+    The marker is the one whose version id the ledger holds (DeleteObjects named it); on a bucket
+    with versioning Suspended, where every marker's id is ``null``, it must also have been made in
+    the delete's time window (:meth:`Deletion.window`). Without an id (Delta's own delete, or a
+    ledger row older than the column), it is the newest delete marker made in that window; with no
+    window known, nothing is matched (``marker_unknown``). The marker is removed only when it is
+    the key's newest version and the version below it is an object of the ledger's length; a
+    second marker of the window below it (a retried request, or someone's delete at the same time)
+    leaves both in place (``two_markers``).
     """
     ordered = newest_first(versions)
     if not ordered:
         return Plan(EXPIRED, "no version of the key is left")
-    ours = _our_marker(deletion, ordered, skew)
+    earliest, latest = deletion.window(skew)
+    if earliest is None and deletion.delete_marker_version_id in (None, NULL_VERSION):
+        return Plan(
+            MARKER_UNKNOWN,
+            f"the ledger names no delete marker of its own and no start of the delete (no "
+            f"delete_started_at, and no vacuum_runs row of run {deletion.run_id}): which delete "
+            "marker is the tool's is unknown; left in place",
+        )
+    ours = _our_marker(deletion, ordered, earliest, latest)
     newest = ordered[0]
     if ours is None or ours is not newest:
         if not newest.is_delete_marker:
@@ -122,12 +151,6 @@ def plan_object(deletion: Deletion, versions: Sequence[Version], *, skew: timede
                 CURRENT_AGAIN,
                 f"the key has a current object again (version {newest.version_id}, "
                 f"{newest.size} bytes, {_when(newest)}): not overwritten",
-            )
-        if ours is None and deletion.delete_marker_version_id is None:
-            return Plan(
-                DELETED_AGAIN,
-                f"its newest version is a delete marker of {_when(newest)}, after the vacuum's "
-                "delete: not the tool's, left in place",
             )
         return Plan(
             DELETED_AGAIN,
@@ -147,10 +170,20 @@ def plan_object(deletion: Deletion, versions: Sequence[Version], *, skew: timede
         )
     version = below[0]
     if version.is_delete_marker:
+        if earliest is not None and version.last_modified >= earliest:
+            return Plan(
+                TWO_MARKERS,
+                f"two delete markers were made while the vacuum deleted it ({ours.version_id}, "
+                f"{_when(ours)}; {version.version_id}, {_when(version)}): a retried delete request "
+                "makes two, and so does someone's delete at the same time; which are the tool's is "
+                "not known, so both are left in place",
+                marker=ours,
+            )
         return Plan(
             DELETED_BEFORE,
-            f"below the tool's delete marker is another delete marker ({version.version_id}, "
-            f"{_when(version)}): removing it would not bring the object back; left in place",
+            f"below the tool's delete marker is an older delete marker ({version.version_id}, "
+            f"{_when(version)}, before the vacuum's delete began): removing the tool's would not "
+            "bring the object back; left in place",
             marker=ours,
         )
     if deletion.length is not None and version.size != deletion.length:
@@ -163,17 +196,21 @@ def plan_object(deletion: Deletion, versions: Sequence[Version], *, skew: timede
     return Plan(WOULD_RESTORE, marker=ours, version=version)
 
 
-def _our_marker(deletion: Deletion, ordered: Sequence[Version], skew: timedelta) -> Version | None:
-    if deletion.delete_marker_version_id is not None:
-        return next(
-            (v for v in ordered if v.version_id == deletion.delete_marker_version_id and v.is_delete_marker),
-            None,
-        )
-    latest = deletion.deleted_at + skew
-    earliest = deletion.run_started_at.replace(microsecond=0) - skew if deletion.run_started_at else None
+def _our_marker(
+    deletion: Deletion, ordered: Sequence[Version], earliest: datetime | None, latest: datetime
+) -> Version | None:
+    def in_window(version: Version) -> bool:
+        return earliest is not None and earliest <= version.last_modified <= latest
+
+    recorded = deletion.delete_marker_version_id
+    if recorded is not None:
+        marker = next((v for v in ordered if v.version_id == recorded and v.is_delete_marker), None)
+        if marker is not None and recorded == NULL_VERSION and not in_window(marker):
+            return None  # a later delete on the Suspended bucket replaced the tool's null marker
+        return marker
     for version in ordered:  # the newest marker of the window
         if version.is_delete_marker and version.last_modified <= latest:
-            return version if earliest is None or version.last_modified >= earliest else None
+            return version if in_window(version) else None
     return None
 
 

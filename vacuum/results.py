@@ -81,13 +81,14 @@ class TableRun:
 @dataclass
 class VacuumResult:
     tables: list[TableRun] = field(default_factory=list)
+    run_id: str | None = None  # the run's id in vacuum_runs and the ledger (restore --run-id)
 
     @property
     def ok(self) -> bool:
         return all(t.status == Status.OK for t in self.tables)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tables": [t.to_dict() for t in self.tables]}
+        return {"run_id": self.run_id, "tables": [t.to_dict() for t in self.tables]}
 
 
 # What a restore did, or would do, with one object the ledger shows deleted (``ObjectRestore.outcome``).
@@ -98,6 +99,8 @@ DELETED_AGAIN = "deleted_again"  # its newest version is a delete marker the too
 CURRENT_AGAIN = "current_again"  # its newest version is an object: written again since, never overwritten
 EXPIRED = "expired"  # no version below the tool's delete marker is left (a lifecycle rule expired it)
 DELETED_BEFORE = "deleted_before"  # below the tool's delete marker is another delete marker
+TWO_MARKERS = "two_markers"  # two delete markers of the delete's time window: which is the tool's is unknown
+MARKER_UNKNOWN = "marker_unknown"  # no marker recorded and no time window known: nothing matched by guess
 LENGTH_DIFFERS = "length_differs"  # the version below is not of the ledger's length
 ORDER_UNKNOWN = "order_unknown"  # versions of the same second: which would become current is unknown
 SUPERSEDED = "superseded"  # a later ledger row deleted the same key; that row decides

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -117,7 +118,7 @@ def vacuum_tables(
         runs = list(pool.map(run_one, tables))
     if options.history_table:
         record_vacuum_runs(spark, options.history_table, run_id, runs)
-    return VacuumResult(runs)
+    return VacuumResult(runs, run_id)
 
 
 def _read_bucket_figures(
@@ -268,6 +269,7 @@ def _vacuum(ctx: TableContext) -> None:
         if options.dry_run or run.planned_files == 0:
             return
         unsize_shuffles(spark)
+        ctx.delete_started_at = datetime.now(timezone.utc)
         verify_existence = options.verifies_existence(run.delete_with)
         existing = None
         if verify_existence:

@@ -181,6 +181,8 @@ class ConsoleOutput:
                 lines.append(f"           kept: {kept}")
             for warning in t.get("warnings") or []:
                 lines.append(f"           warning: {warning}")
+        if data.get("run_id") and any(t.get("deleted_files") for t in data["tables"]):
+            lines.append(f"run {data['run_id']}: the deletion ledger lists what it deleted")
         return lines
 
     def _restore(self, data: dict[str, Any]) -> list[str]:
