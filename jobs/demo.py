@@ -93,6 +93,7 @@ def run_demo(workdir: str, output: Output) -> int:
     from core.session import build_spark_session
     from inventory.delivery_writer import snapshot_bucket
     from inventory.load import IngestRequest, ingest
+    from vacuum.context import DeleteWith
     from vacuum.runner import VacuumOptions, vacuum_tables
 
     folder = Path(workdir)
@@ -141,7 +142,7 @@ def run_demo(workdir: str, output: Output) -> int:
             inventory_table=inventory_table,
             history_table=located.vacuum_runs,
             ledger_table=located.vacuum_deletions,
-            delete_with="batch",
+            delete_with=DeleteWith.BATCH,
         )
         dry = vacuum_tables(spark, registry.select(None), _with(base, dry_run=True), run_id="demo-dry-run")
         cost = _chargeback(spark, located, registry, folder)

@@ -87,6 +87,13 @@ def test_without_a_recorded_marker_the_time_decides():
     unknown = _deletion(delete_marker_version_id=None)
     for versions in (before_the_run, [_marker("m", 1, latest=True), _object("v1", -100)]):
         assert plan_object(unknown, versions).outcome == "marker_unknown"
+    # an older ledger has no delete_started_at: the run's start from vacuum_runs opens the window
+    older = _deletion(delete_marker_version_id=None, run_started_at=T0 - timedelta(seconds=30))
+    assert plan_object(older, [_marker("m", 1, latest=True), _object("v1", -100)]).outcome == "would_restore"
+    # someone wrote the key and deleted it again inside the window: which marker is the tool's is
+    # unknown, though the version below the newest is an object of the right length
+    rewritten = [_marker("theirs", 2, latest=True), _object("v2", 2), _marker("m", 1), _object("v1", -100)]
+    assert plan_object(row, rewritten).outcome == "two_markers"
 
 
 @pytest.mark.spark_independent
@@ -548,7 +555,11 @@ def test_the_console_renders_what_was_left_and_why():
     for runs, shown in (([deleted, dry], True), ([dry], False)):
         stream = StringIO()
         ConsoleOutput(stream).show("vacuum", VacuumResult(runs, "20261125T213000Z-1a2b3c4d"))
-        assert ("run 20261125T213000Z-1a2b3c4d: the deletion ledger" in stream.getvalue()) is shown
+        assert ("run 20261125T213000Z-1a2b3c4d: the deletion ledger lists" in stream.getvalue()) is shown
+    deleted.warnings.append("could not append to the deletion ledger s3://m/vacuum_deletions: AccessDenied")
+    stream = StringIO()
+    ConsoleOutput(stream).show("vacuum", VacuumResult([deleted], "r9"))
+    assert "run r9: the deletion ledger could not be written" in stream.getvalue()
 
 
 @pytest.mark.spark_independent

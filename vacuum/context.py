@@ -148,8 +148,8 @@ class TableContext:
     run: TableRun
     state: TableState | None = None
     live_files: DataFrame | None = None
-    # when the table's delete step began (the driver's clock), ledgered with each deletion: with
-    # the row's deleted_at it bounds when the delete markers of its deletes were made
+    # when the table's deletes began (the driver's clock, just before the first request), ledgered
+    # with each deletion: with the row's deleted_at it bounds when its delete markers were made
     delete_started_at: datetime | None = None
 
     @property

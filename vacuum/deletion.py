@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import ExitStack
+from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -130,6 +131,7 @@ def _send_deletes(ctx: TableContext, confirmed: DataFrame, release_plan: Callabl
     missing = {"path", "length"} - set(confirmed.columns)
     if missing:  # the ledger and the bytes come from the outcomes: never fill them with nulls
         raise InventoryVacuumError(f"the plan has no {', '.join(sorted(missing))} column; nothing deleted")
+    ctx.delete_started_at = datetime.now(timezone.utc)
     outcomes = delete_in_batches(confirmed)
     # the requests are sent: until the outcomes are counted, what was deleted is not known (not 0)
     run.deleted_files = run.deleted_bytes = run.remaining_files = None

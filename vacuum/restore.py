@@ -223,13 +223,13 @@ def _read_selection(
         ledger = ledger.join(starts, "run_id", "left")
     else:
         ledger = ledger.withColumn("started_ms", F.lit(None).cast("long"))
-    deletions, restored, others = [], [], []
+    deletions: list[Deletion] = []
+    restored: list[tuple[str, str, str]] = []
+    others: list[Deletion] = []
     for row in ledger.collect():
         if row["restored_by"] is not None:
             restored.append((row["run_id"], row["bucket"], row["key"]))
             continue
-        # the table's delete step began (ledgered), else no later than the run began (vacuum_runs)
-        started = row["delete_started_ms"] if row["delete_started_ms"] is not None else row["started_ms"]
         (deletions if row["chosen"] else others).append(
             Deletion(
                 run_id=row["run_id"],
@@ -241,7 +241,8 @@ def _read_selection(
                 deleted_with=row["deleted_with"],
                 deleted_at=_from_ms(row["deleted_at_ms"]),
                 delete_marker_version_id=row["delete_marker_version_id"],
-                delete_started_at=_from_ms(started) if started is not None else None,
+                delete_started_at=_when(row["delete_started_ms"]),
+                run_started_at=_when(row["started_ms"]),
             )
         )
     return deletions, restored, others
@@ -268,6 +269,10 @@ def _run_starts(spark: SparkSession, history_table: str | None) -> Any:
 
 def _from_ms(millis: int) -> datetime:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+
+
+def _when(millis: int | None) -> datetime | None:
+    return None if millis is None else _from_ms(millis)
 
 
 def _check_versioning(rows: Sequence[Deletion], options: RestoreOptions) -> dict[str, str]:

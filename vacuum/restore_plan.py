@@ -44,13 +44,15 @@ class Deletion:
     deleted_with: str
     deleted_at: datetime
     delete_marker_version_id: str | None = None
-    # no later than the table's delete step began: the ledger's delete_started_at, else the vacuum
-    # run's start from vacuum_runs; None when neither is known
-    delete_started_at: datetime | None = None
+    delete_started_at: datetime | None = None  # the ledger's: when the table's delete step began
+    run_started_at: datetime | None = None  # no later than the vacuum run began (from vacuum_runs)
 
     def window(self, skew: timedelta) -> tuple[datetime | None, datetime]:
-        """When the delete's markers were made, on S3's clock: (earliest or None, latest)."""
-        earliest = self.delete_started_at.replace(microsecond=0) - skew if self.delete_started_at else None
+        """When the delete's markers were made, on S3's clock: (earliest or None, latest). It opens
+        when the delete began as the ledger recorded it, else when the run began (an older ledger),
+        and is unknown when neither is known."""
+        start = self.delete_started_at or self.run_started_at
+        earliest = start.replace(microsecond=0) - skew if start else None
         return earliest, self.deleted_at + skew
 
 
@@ -152,10 +154,30 @@ def plan_object(deletion: Deletion, versions: Sequence[Version], *, skew: timede
                 f"the key has a current object again (version {newest.version_id}, "
                 f"{newest.size} bytes, {_when(newest)}): not overwritten",
             )
+        if earliest is not None and newest.last_modified < earliest:
+            return Plan(
+                DELETED_AGAIN,
+                f"its newest version is a delete marker made before the vacuum's delete began "
+                f"({newest.version_id}, {_when(newest)}): deleted by someone else; left in place",
+            )
         return Plan(
             DELETED_AGAIN,
-            f"deleted again since the vacuum: its newest version is a delete marker the tool did not "
-            f"make ({newest.version_id}, {_when(newest)}), left in place",
+            f"its newest version is a delete marker the tool did not make ({newest.version_id}, "
+            f"{_when(newest)}): deleted again since the vacuum; left in place",
+        )
+    guessed = deletion.delete_marker_version_id in (None, NULL_VERSION)
+    window = [
+        v
+        for v in ordered
+        if v.is_delete_marker and earliest is not None and earliest <= v.last_modified <= latest
+    ]
+    if guessed and len(window) > 1:  # matched by time: any other marker of the window may be the tool's
+        return Plan(
+            TWO_MARKERS,
+            f"{len(window)} delete markers were made while the vacuum deleted it "
+            f"({', '.join(f'{v.version_id} at {_when(v)}' for v in window)}): which is the tool's is "
+            "not known (the ledger names none), so all are left in place",
+            marker=ours,
         )
     below = ordered[1:]
     if not below:
@@ -173,17 +195,17 @@ def plan_object(deletion: Deletion, versions: Sequence[Version], *, skew: timede
         if earliest is not None and version.last_modified >= earliest:
             return Plan(
                 TWO_MARKERS,
-                f"two delete markers were made while the vacuum deleted it ({ours.version_id}, "
-                f"{_when(ours)}; {version.version_id}, {_when(version)}): a retried delete request "
-                "makes two, and so does someone's delete at the same time; which are the tool's is "
-                "not known, so both are left in place",
+                f"below the tool's delete marker ({ours.version_id}, {_when(ours)}) is another made "
+                f"while the vacuum deleted it ({version.version_id}, {_when(version)}): a retried "
+                "delete request makes two, and so does someone's delete at the same time; removing "
+                "the tool's alone would not bring the object back, so both are left in place",
                 marker=ours,
             )
+        made = "before the vacuum's delete began, " if earliest is not None else ""
         return Plan(
             DELETED_BEFORE,
             f"below the tool's delete marker is an older delete marker ({version.version_id}, "
-            f"{_when(version)}, before the vacuum's delete began): removing the tool's would not "
-            "bring the object back; left in place",
+            f"{made}{_when(version)}): removing the tool's would not bring the object back; left in place",
             marker=ours,
         )
     if deletion.length is not None and version.size != deletion.length:

@@ -269,7 +269,6 @@ def _vacuum(ctx: TableContext) -> None:
         if options.dry_run or run.planned_files == 0:
             return
         unsize_shuffles(spark)
-        ctx.delete_started_at = datetime.now(timezone.utc)
         verify_existence = options.verifies_existence(run.delete_with)
         existing = None
         if verify_existence:
@@ -283,6 +282,7 @@ def _vacuum(ctx: TableContext) -> None:
                 state, mode=options.mode, retention_hours=retain_argument, dry_run=False, inventory_view=view
             )
             counts = directory_object_counts(slice_frame) if slice_frame is not None else None
+            ctx.delete_started_at = datetime.now(timezone.utc)
             try:
                 spark.sql(real_sql)
             except Exception:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from jobs import params
 from jobs.commands.common import check_writable, protected_paths, run_id
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         inventory_usage=args.usage_table,
     )
     spark = build_spark_session("inventory-vacuum chargeback")
-    reclaimable_now = None
+    reclaimable_now: list[Any] | None = None
     if args.reclaimable:
         reclaimable_now = _reclaimable_now(
             args, spark, registry, located.vacuum_runs, located.vacuum_deletions
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
 def _reclaimable_now(
     args: argparse.Namespace, spark: object, registry: object, history_table: str, ledger_table: str
-) -> object:
+) -> list[Any]:
     """A vacuum dry run of every enabled table, as ``inventory-vacuum vacuum --dry-run`` plans it
     (not recorded in vacuum_runs: a chargeback only reads)."""
     from vacuum.runner import VacuumOptions, vacuum_tables

@@ -182,7 +182,17 @@ class ConsoleOutput:
             for warning in t.get("warnings") or []:
                 lines.append(f"           warning: {warning}")
         if data.get("run_id") and any(t.get("deleted_files") for t in data["tables"]):
-            lines.append(f"run {data['run_id']}: the deletion ledger lists what it deleted")
+            unledgered = any(
+                "deletion ledger" in warning for t in data["tables"] for warning in t.get("warnings") or []
+            )
+            lines.append(
+                f"run {data['run_id']}: "
+                + (
+                    "the deletion ledger could not be written (see the warnings)"
+                    if unledgered
+                    else "the deletion ledger lists what it deleted"
+                )
+            )
         return lines
 
     def _restore(self, data: dict[str, Any]) -> list[str]:
