@@ -30,6 +30,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from core.errors import ConfigError
+from core.jar_cache import cached_jars, remember_jars
 
 # hadoop-aws must match the Hadoop that Spark bundles (jars/hadoop-client-api-<version>.jar): 3.5.0
 # for pyspark 4.2, 3.4.1 for 4.0, 3.3.4 for 3.5. It brings the AWS SDK it was built against (v2 for
@@ -174,12 +175,17 @@ def s3a_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def build_spark_session(
-    app_name: str = "inventory-vacuum", extra_conf: Mapping[str, str] | None = None
+    app_name: str = "inventory-vacuum",
+    extra_conf: Mapping[str, str] | None = None,
+    *,
+    resolve_jars: bool = False,
 ) -> SparkSession:
     """Return the SparkSession for a job (or the active one, reconfigured for S3).
 
     Settings already given to ``spark-submit`` (``--master``, ``--conf``, ``--packages``) win over
-    the defaults here; ``extra_conf`` wins over both. Python workers run :func:`worker_python`, and
+    the defaults here; ``extra_conf`` wins over both. When no jars are given, the jars Ivy resolved
+    for the same packages last time are loaded directly (:mod:`core.jar_cache`); ``resolve_jars``
+    makes Ivy resolve them again. Python workers run :func:`worker_python`, and
     on a cluster master the package is shipped to the executors (:func:`ship_package`).
 
     When Python starts the JVM itself, the JVM logs with the package's ``log4j2.properties``
@@ -237,8 +243,17 @@ def build_spark_session(
         # user's own options (spark-defaults.conf), and a path with a space would split it; a
         # -Dlog4j2.configurationFile the user gives still wins over it
         os.environ.setdefault("LOG4J_CONFIGURATION_FILE", log4j)
-    resolving = "spark.jars.packages" not in submitted and "spark.jars" not in submitted
-    if resolving:
+    import pyspark
+
+    starting = not _jvm_running()
+    tools_jars = "spark.jars.packages" not in submitted and "spark.jars" not in submitted
+    cached = None
+    if tools_jars and starting and not resolve_jars:
+        cached = cached_jars(jvm_packages(), pyspark.__version__)
+    resolving = tools_jars and cached is None
+    if cached is not None:
+        builder = builder.config("spark.jars", ",".join(cached))
+    elif resolving:
         builder = builder.config("spark.jars.packages", ",".join(jvm_packages()))
     try:
         with _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")):
@@ -262,6 +277,8 @@ def build_spark_session(
             )
         raise
     check_supported_line(spark.version, jvm_delta_version(spark))
+    if resolving and starting:
+        remember_jars(jvm_packages(), pyspark.__version__, spark.sparkContext.getConf().get("spark.jars", ""))
     spark.sparkContext.setLogLevel(os.environ.get("INVENTORY_VACUUM_SPARK_LOG_LEVEL", "ERROR"))
     context = spark.sparkContext
     # PySpark reads only PYSPARK_PYTHON (default: python3 from PATH) when it starts the JVM itself.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -64,9 +65,10 @@ def test_money_reads_as_people_read_it(amount, exact, console):
     assert "e-" not in money(amount)
 
 
-def _command(*argv: str) -> subprocess.CompletedProcess[str]:
+def _command(*argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
     """``inventory-vacuum ARGV`` in a process of its own, as a user runs it in a terminal."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "INVENTORY_VACUUM_JVM_LOG"))}
+    env.update(extra_env)
     return subprocess.run(
         [sys.executable, "-m", "jobs.cli", *argv],
         cwd=REPO,
@@ -88,6 +90,37 @@ def test_a_command_prints_its_answer_and_nothing_of_ivy_or_the_jdk(tmp_path):
     assert completed.stdout.count("\n") == 1 and "io.delta:delta-spark" in completed.stdout
     logged = log_file.read_text()
     assert ":: resolution report ::" in logged or "resolving dependencies" in logged  # Ivy's, kept
+
+
+def test_a_warm_machine_starts_spark_without_ivy(tmp_path):
+    """fetch-jars resolves with Ivy and keeps the list of jar files; the next command loads them
+    directly (no Ivy report in its log) and runs Delta; a jar changed since sends it back to Ivy."""
+    cache = tmp_path / "cache"
+    fetched = _command(
+        "fetch-jars", "--json", "--log-file", str(tmp_path / "fetch.log"), XDG_CACHE_HOME=str(cache)
+    )
+    assert fetched.returncode == 0, fetched.stderr[-3000:]
+    assert ":: resolution report ::" in (tmp_path / "fetch.log").read_text()
+    [kept] = (cache / "inventory-vacuum").glob("jars-*.json")
+    jars = json.loads(kept.read_text())["jars"]
+    assert any("delta-spark" in jar["path"] for jar in jars) and all(Path(j["path"]).is_file() for j in jars)
+
+    def vacuum_start(log: Path) -> str:
+        registry = tmp_path / "tables.yaml"
+        registry.write_text("tables:\n  - {name: t, path: 's3://nowhere-bucket/t', owner: team}\n")
+        completed = _command(
+            "vacuum", "--inventory-table", f"file://{tmp_path}/no-inventory", "--tables", str(registry),
+            "--dry-run", "--log-file", str(log), XDG_CACHE_HOME=str(cache),
+        )  # fmt: skip
+        # the session started, with the tested Delta (checked at start), and reached the inventory
+        assert completed.returncode == 2 and "error: inventory table" in completed.stderr, completed.stderr
+        return log.read_text()
+
+    assert ":: resolution report ::" not in vacuum_start(tmp_path / "warm.log")
+    document = json.loads(kept.read_text())
+    document["jars"][0]["size"] += 1  # as if the jar had been downloaded again since
+    kept.write_text(json.dumps(document))
+    assert ":: resolution report ::" in vacuum_start(tmp_path / "changed.log")
 
 
 def test_a_failing_command_names_its_log_file(tmp_path):

@@ -10,7 +10,10 @@ from jobs import params
 from jobs.output import Output
 
 NAME = "fetch-jars"
-SUMMARY = "download the Delta and hadoop-aws jars into the local Ivy cache"
+SUMMARY = (
+    "download the Delta and hadoop-aws jars into the local Ivy cache; later commands load them "
+    "without running Ivy"
+)
 EXAMPLE = "  inventory-vacuum fetch-jars"
 
 
@@ -29,7 +32,7 @@ class _Fetched:
 def run(args: argparse.Namespace, output: Output) -> int:
     from core.session import build_spark_session, jvm_packages
 
-    spark = build_spark_session("inventory-vacuum fetch-jars")
+    spark = build_spark_session("inventory-vacuum fetch-jars", resolve_jars=True)
     # a Delta write proves the jars load, not only that they were downloaded
     spark.range(1).write.format("delta").mode("overwrite").save(
         f"/tmp/inventory-vacuum-jar-check-{uuid.uuid4()}"
