@@ -220,3 +220,43 @@ def test_markdown_shows_ratios_to_both_references() -> None:
     assert row.rstrip(" |").split(" | ")[5:9] == ["2.00×", "40×", "2.00×", "40×"]
     requests_row = next(line for line in text.splitlines() if line.startswith("| list | LIST 4,000"))
     assert "80×" in requests_row and "100×" in requests_row
+
+
+def test_one_table_breakdown_adds_up_and_the_markdown_shows_ratios_to_ours() -> None:
+    from benchmarks import one_table
+
+    assert one_table.union_ms([(0, 10), (5, 20), (30, 40)]) == 30
+    events = {"app_start_ms": 2_000, "app_end_ms": None, "jobs": [{"start": 5_000, "end": 7_000},
+              {"start": 6_000, "end": 8_000}, {"start": 9_000, "end": 10_000}]}  # fmt: skip
+    items = one_table.breakdown({"start_ms": 0, "exit_ms": 12_000}, events)
+    assert [i["seconds"] for i in items] == [
+        2.0,
+        3.0,
+        4.0,
+        1.0,
+        2.0,
+    ]  # to app, to 1st job, jobs, between, end
+    found = one_table.differences({"a": {"x", "y"}, "b": {"x"}}, {"y": "orphan"})
+    assert found == [{"only_in": "a", "not_in": "b", "files": 1, "by_kind": {"orphan": 1}, "examples": ["y"]}]
+
+    def side(seconds: float, to_app: float | None) -> dict[str, Any]:
+        middle = {"round": 1, "seconds": seconds, "candidates": 9, "table_requests": 4, "other_requests": 0,
+                  "breakdown": items, "steps": [{"step": "snapshot", "jobs": 3, "seconds": 0.5}],
+                  "other_jobs": [], "jars": ["io.delta_delta-spark_4.2_2.13-4.4.0.jar"], "jars_packages": None}  # fmt: skip
+        times = {"median_to_app_start_seconds": to_app} if to_app is not None else {}
+        return {"median_seconds": seconds, "median_jvm_after_exit_seconds": 0.5, "seconds_each": [seconds],
+                "matches_garbage": True, "median_round": middle, **times}  # fmt: skip
+
+    machine = {"cpus": 2, "load_average_1_5_15": [1.0, 1.0, 1.0], "platform": "x", "versions": {}}
+    document = {
+        "command": "python -m benchmarks.one_table", "code": "abc1234", "started_at": "2026-11-26T00:00:00",
+        "machine_before": machine, "machine_after": machine, "rounds": 1, "inventory_objects": 12,
+        "ingest_seconds": 20.0, "retention": "RETAIN 0 HOURS.", "differences": found,
+        "table": {"uri": "s3://b/t", "files": 12, "partitions": 720, "categories": {"live": 3}, "garbage": 9},
+        "sides": {"ours": side(12.0, 2.0), "delta-rs": side(0.6, None), "delta-sql": side(18.0, 2.5)},
+    }  # fmt: skip
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in one_table.markdown(document).splitlines()}
+    assert rows["| delta-rs `vacuum(dry_run=True, full=True)`"][1:3] == ["0.6", "0.05×"]
+    assert rows["| Delta's listing `VACUUM ... DRY RUN`"][2:5] == ["1.50×", "18.0", "2.5"]
+    assert rows["| driver between Spark jobs"][1:3] == ["1.00", "8% |"]
+    assert "- 1 named by a, not by b: 1 orphan" in one_table.markdown(document)
