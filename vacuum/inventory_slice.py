@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -33,7 +32,7 @@ from vacuum.plan import (
     table_objects,
 )
 from vacuum.results import KEPT_NESTED_TABLE, KEPT_PROTECTED_PATH, TableRun
-from vacuum.snapshot import TableState
+from vacuum.snapshot import TableState, newest_version
 from vacuum.tuning import size_shuffles
 
 # A modificationTime below this (1973-03-03 in milliseconds) is a time in seconds: read as
@@ -51,9 +50,7 @@ def inventory_version(spark: SparkSession, location: str) -> int:
     """The newest version of the inventory table: the run reads this one version throughout, so
     an ingest committing mid-run cannot give the gates and the plan different inventories."""
     read_inventory(spark, location)
-    row = DeltaTable.forPath(spark, location).history(1).select("version").first()
-    assert row is not None
-    return int(row["version"])
+    return newest_version(spark, location)
 
 
 def gated_slice(ctx: TableContext) -> DataFrame:

@@ -302,6 +302,12 @@ def _refusal_of_unreadable(text: str) -> str | None:
     return None
 
 
+def newest_version(spark: SparkSession, uri: str) -> int:
+    """The newest version of the Delta table at ``uri``, from its log as Delta's own snapshot has
+    it (DESCRIBE HISTORY would say the same with a Spark job of its own)."""
+    return int(_newest_snapshot(spark, uri).version())
+
+
 def _newest_snapshot(spark: SparkSession, uri: str):  # type: ignore[no-untyped-def]  # a py4j object
     jvm = spark._jvm
     assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
