@@ -100,7 +100,11 @@ class VacuumOptions:
         """
         if self.verify_existence is not None:
             return bool(self.verify_existence)
-        return delete_with == DeleteWith.DELTA
+        # a table not on S3 (auto: Delta's delete) is not checked by default: its check reads
+        # local paths, which Delta's delete of a local table does not need
+        return delete_with == DeleteWith.DELTA and (
+            self.delete_with == DeleteWith.DELTA or not self.mode.uses_inventory
+        )
 
     def delete_path(self, location: StorageLocation) -> DeleteWith:
         """The delete this table gets: ``auto`` resolved for its location."""
