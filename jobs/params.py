@@ -202,8 +202,9 @@ VERIFY_EXISTENCE = _option(
     default=None,
     help="check which candidates still exist before deleting (a HEAD per file or a LIST per "
     "directory, whichever is fewer), so objects deleted by someone else since the inventory was "
-    "taken are reported as already gone and not ledgered as deleted (default: on with "
-    "--delete-with delta, and with auto in list and lite modes; off with the batch delete)",
+    "taken are reported as already gone and not ledgered as deleted (default, for a table on "
+    "S3: on with --delete-with delta, and with auto in list and lite modes; off with the batch "
+    "delete)",
 )
 MAX_INVENTORY_AGE_HOURS = _option(
     "--max-inventory-age-hours",

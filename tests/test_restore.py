@@ -571,7 +571,9 @@ def test_the_existence_check_follows_the_delete_each_table_gets():
     auto = VacuumOptions(inventory_table="s3://inv/inventory")
     # auto is the batch delete on S3 (DeleteObjects says what it deleted) and Delta's delete elsewhere
     assert auto.verifies_existence(auto.delete_path(on_s3)) is False
-    assert auto.verifies_existence(auto.delete_path(local)) is False
+    assert auto.verifies_existence(auto.delete_path(local), on_s3=False) is False
+    explicit = VacuumOptions(inventory_table="s3://inv/inventory", delete_with="delta")
+    assert explicit.verifies_existence(explicit.delete_path(local), on_s3=False) is False
     listing = VacuumOptions(mode="list")
     assert listing.verifies_existence(listing.delete_path(on_s3)) is True
     delta = VacuumOptions(inventory_table="s3://inv/inventory", delete_with="delta")

@@ -89,7 +89,7 @@ class VacuumOptions:
         object.__setattr__(self, "mode", Mode(self.mode))
         object.__setattr__(self, "delete_with", DeleteWith(self.delete_with))
 
-    def verifies_existence(self, delete_with: DeleteWith) -> bool:
+    def verifies_existence(self, delete_with: DeleteWith, *, on_s3: bool = True) -> bool:
         """Whether a table whose delete is ``delete_with`` (:meth:`delete_path`, ``auto``
         resolved for its location) checks its candidates' existence before deleting: as given,
         else when Delta deletes.
@@ -100,10 +100,12 @@ class VacuumOptions:
         """
         if self.verify_existence is not None:
             return bool(self.verify_existence)
-        # a table not on S3 (auto: Delta's delete) is not checked by default: its check reads
-        # local paths, which Delta's delete of a local table does not need
-        return delete_with == DeleteWith.DELTA and (
-            self.delete_with == DeleteWith.DELTA or not self.mode.uses_inventory
+        # only on S3 by default: on a local table the check set aside files that were there, and
+        # Delta's delete then went unledgered (test_cross_writer's local tables)
+        return (
+            on_s3
+            and delete_with == DeleteWith.DELTA
+            and (self.delete_with == DeleteWith.DELTA or not self.mode.uses_inventory)
         )
 
     def delete_path(self, location: StorageLocation) -> DeleteWith:

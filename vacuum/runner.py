@@ -269,7 +269,7 @@ def _vacuum(ctx: TableContext) -> None:
         if options.dry_run or run.planned_files == 0:
             return
         unsize_shuffles(spark)
-        verify_existence = options.verifies_existence(run.delete_with)
+        verify_existence = options.verifies_existence(run.delete_with, on_s3=location.is_s3)
         existing = None
         if verify_existence:
             existing = directory_object_counts(slice_frame) if slice_frame is not None else None
