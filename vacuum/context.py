@@ -92,7 +92,7 @@ class VacuumOptions:
     def verifies_existence(self, delete_with: DeleteWith, *, on_s3: bool = True) -> bool:
         """Whether a table whose delete is ``delete_with`` (:meth:`delete_path`, ``auto``
         resolved for its location) checks its candidates' existence before deleting: as given,
-        else when Delta deletes.
+        else when Delta deletes a table on S3 (``on_s3``).
 
         The batch delete on S3 leaves the check off by default: it costs up to a request per
         candidate where DeleteObjects costs one per 1000 keys, and on a versioned bucket
