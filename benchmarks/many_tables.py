@@ -46,9 +46,9 @@ class Failure(Exception):
     """The comparison is not fair (different plans across runs) or a run failed."""
 
 
-def build_tables(s3: Any, endpoint: str, tables: int, files: int) -> dict[str, set[str]]:
-    """T tables of F files; returns each table's expected garbage (relative paths)."""
-    storage = {
+def storage_options(endpoint: str) -> dict[str, str]:
+    """delta-rs's options for the local S3."""
+    return {
         "AWS_ENDPOINT_URL": endpoint,
         "AWS_ALLOW_HTTP": "true",
         "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
@@ -56,13 +56,22 @@ def build_tables(s3: Any, endpoint: str, tables: int, files: int) -> dict[str, s
         "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
         "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"],
     }
-    garbage = {}
+
+
+def build_tables(
+    s3: Any, endpoint: str, tables: int, files: int
+) -> tuple[dict[str, set[str]], dict[str, dict[str, str]]]:
+    """T tables of F files; returns each table's expected garbage (relative paths) and the kind
+    of each of its files (``synthetic_table``'s categories)."""
+    storage = storage_options(endpoint)
+    garbage, kinds = {}, {}
     for index in range(tables):
         name = f"t{index:03d}"
         builder = TableBuilder(s3, BUCKET, f"warehouse/{name}", files, Shares(fresh=0.0), storage)
         table = builder.build()
         garbage[name] = table.paths(*GARBAGE)
-    return garbage
+        kinds[name] = {f.path: f.category for f in table.files}
+    return garbage, kinds
 
 
 def parse_event_log(
@@ -254,11 +263,44 @@ def markdown(document: dict[str, Any]) -> str:
         lines += [f"| {kind} | {share:.1%} |" for kind, share in shares.items() if kind != "samples"]
         lines += ["", "| frame the CPU was in | share |", "|---|---|"]
         lines += [f"| `{f['frame']}` | {f['share']:.1%} |" for f in profile["top_frames"]]
+    lines += peers_markdown(document)
     slowest = runs[0]["events"]["top_stages"]
     lines += ["", f"Costliest stages at --parallel {runs[0]['parallel']} (summed over all tables):", ""]
     lines += ["| stage | seconds | tasks |", "|---|---|---|"]
     lines += [f"| `{s['stage']}` | {s['seconds']:.1f} | {s['tasks']:,} |" for s in slowest]
     return "\n".join(lines) + "\n"
+
+
+def peers_markdown(document: dict[str, Any]) -> list[str]:
+    """The peers' table: seconds a table, each side's ratio to ours, and how its candidates differ."""
+    peers = document.get("peers")
+    if not peers:
+        return []
+    ours = peers["ours"]["seconds_per_table"]
+    lines = [
+        "",
+        "The same tables, dry runs at `RETAIN 0 HOURS`, by the peers' loops in the same process and on "
+        "the same S3 server (a loop runs its tables on as many threads as our `--parallel`):",
+        "",
+        "| side | tables | wall s | s per table | ratio to ours (>1: ours faster) | candidates |",
+        "|---|---|---|---|---|---|",
+    ]
+    for side in peers.values():
+        diff = side["differences"]
+        if diff["matches"]:
+            found = "the garbage as built, every table"
+        else:
+            found = (
+                f"differs: planned but not garbage {diff['planned_not_garbage']}, "
+                f"garbage not planned {diff['garbage_not_planned']} ("
+                + "; ".join(f"{k}: {v}" for k, v in diff["reasons"].items())
+                + ")"
+            )
+        lines.append(
+            f"| {side['label']} | {side['tables']} | {side['seconds']:.1f} | {side['seconds_per_table']:.2f} | "
+            f"{side['seconds_per_table'] / ours:.2f}× | {found} |"
+        )
+    return lines
 
 
 def plot(document: dict[str, Any], output: Path) -> Path | None:
@@ -302,6 +344,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="one more run, at the first --parallel, under Java Flight Recorder: where the driver "
         "JVM's CPU goes (not one of the timed runs)",
+    )
+    parser.add_argument(
+        "--peers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the same tables by Delta's inventory VACUUM loop, a delta-rs loop and "
+        "Delta's listing VACUUM loop (fleet_peers), on --parallel's first value of threads",
+    )
+    parser.add_argument(
+        "--listing-tables",
+        type=int,
+        default=20,
+        help="how many of the tables Delta's listing VACUUM loop runs (it lists each table in full)",
     )
     parser.add_argument(
         "--compare-default",
@@ -352,7 +407,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     for bucket in (BUCKET, META):
         s3.create_bucket(Bucket=bucket)
     log.info("building %d tables of %d files", args.tables, args.files)
-    garbage = build_tables(s3, server.endpoint, args.tables, args.files)
+    garbage, kinds = build_tables(s3, server.endpoint, args.tables, args.files)
     work = Path(tempfile.mkdtemp(prefix="many-tables-"))
     events = work / "events"
     events.mkdir()
@@ -386,6 +441,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     objects = spark.read.format("delta").load(inventory).count()
     runs = []
     profile = None
+    peers = None
     try:
         log.info("warm-up: one table, not recorded")
         first = next(iter(garbage))
@@ -425,6 +481,8 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
             )
         if args.profile:
             profile = profiled_run(spark, inventory, str(registry), runs[0]["parallel"], events, args.tables)
+        if args.peers:
+            peers = peer_comparison(args, spark, inventory, server.endpoint, runs[0], work, garbage, kinds)
     finally:
         spark.stop()
     return {
@@ -438,7 +496,51 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
         "warm_up_classes_compiled": warm_up["classes_compiled_per_table"],
         "runs": runs,
         "driver_profile": profile,
+        "peers": peers,
     }
+
+
+def peer_comparison(
+    args: argparse.Namespace,
+    spark: Any,
+    inventory: str,
+    endpoint: str,
+    ours: dict[str, Any],
+    work: Path,
+    garbage: dict[str, set[str]],
+    kinds: dict[str, dict[str, str]],
+) -> dict[str, Any]:
+    """The same tables by each peer's loop (``fleet_peers``), on as many threads as our first
+    run's --parallel, each side's candidates compared with the garbage as built."""
+    import pyarrow.parquet as pq
+
+    from benchmarks.fleet_peers import differences, run_peers
+
+    ours_planned: dict[str, set[str]] = defaultdict(set)
+    for row in pq.read_table(work / f"candidates-{ours['parallel']}.parquet").to_pylist():
+        ours_planned[row["table"]].add(row["path"].split(f"/warehouse/{row['table']}/", 1)[1])
+    sides = run_peers(
+        spark,
+        inventory=inventory,
+        bucket=BUCKET,
+        roots={name: f"warehouse/{name}" for name in garbage},
+        storage_options=storage_options(endpoint),
+        threads=ours["parallel"],
+        listing_tables=args.listing_tables,
+    )
+    result: dict[str, Any] = {
+        "ours": {
+            "label": f"ours: `vacuum --dry-run --parallel {ours['parallel']}`",
+            "tables": args.tables,
+            "seconds": ours["seconds"],
+            "seconds_per_table": ours["seconds_per_table"],
+            "differences": differences({n: ours_planned.get(n, set()) for n in garbage}, garbage, kinds),
+        }
+    }
+    for side, figures in sides.items():
+        planned = {n: set(paths) for n, paths in figures.pop("candidates").items()}
+        result[side] = figures | {"differences": differences(planned, garbage, kinds)}
+    return result
 
 
 def profiled_run(

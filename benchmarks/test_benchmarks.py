@@ -260,3 +260,42 @@ def test_one_table_breakdown_adds_up_and_the_markdown_shows_ratios_to_ours() -> 
     assert rows["| Delta's listing `VACUUM ... DRY RUN`"][2:5] == ["1.50×", "18.0", "2.5"]
     assert rows["| driver between Spark jobs"][1:3] == ["1.00", "8% |"]
     assert "- 1 named by a, not by b: 1 orphan" in one_table.markdown(document)
+
+
+def test_fleet_peers_compare_candidates_by_kind_of_file() -> None:
+    from benchmarks.fleet_peers import differences, relative
+    from benchmarks.many_tables import peers_markdown
+
+    assert relative("s3a://b/warehouse/t0/dt=1/a%20b.parquet", "warehouse/t0") == "dt=1/a b.parquet"
+    assert relative("dt=1/x.parquet", "warehouse/t0") == "dt=1/x.parquet"  # delta-rs: relative already
+    kinds = {"t0": {"a": "orphan", "b": "tombstoned_recent", "c": "live"}}
+    expected = {"t0": {"a", "b"}}
+    same = differences({"t0": {"a", "b"}}, expected, kinds)
+    assert same["matches"] and same["tables"] == 1
+    other = differences({"t0": {"a", "c"}}, expected, kinds)
+    assert not other["matches"]
+    assert other["planned_not_garbage"] == {"live": 1}
+    assert other["garbage_not_planned"] == {"tombstoned_recent": 1}
+    assert set(other["reasons"]) == {"live", "tombstoned_recent"}
+    document = {
+        "peers": {
+            "ours": {
+                "label": "ours",
+                "tables": 1,
+                "seconds": 2.0,
+                "seconds_per_table": 2.0,
+                "differences": same,
+            },
+            "delta-rs": {
+                "label": "rs",
+                "tables": 1,
+                "seconds": 0.5,
+                "seconds_per_table": 0.5,
+                "differences": other,
+            },
+        }
+    }
+    text = "\n".join(peers_markdown(document))
+    assert (
+        "| rs | 1 | 0.5 | 0.50 | 0.25× |" in text and "garbage not planned {'tombstoned_recent': 1}" in text
+    )

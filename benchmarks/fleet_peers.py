@@ -1,0 +1,137 @@
+"""The fleet's peers: the same tables vacuumed (dry runs) by the methods a team would use instead.
+
+``many_tables`` times our job over T tables; these loops time, on the same tables, inventory and
+S3 server, in the same process:
+
+* ``delta-inventory``: Delta's own ``VACUUM ... USING INVENTORY ... DRY RUN`` per table, fed each
+  table's rows of the same inventory table (paths on ``s3a://``, as Delta qualifies the table),
+  with none of our gates: the method this tool grew from;
+* ``delta-rs``: delta-rs's ``vacuum(dry_run=True, full=True)`` per table: a listing of the table
+  and its log, no JVM;
+* ``delta-listing``: Delta's listing ``VACUUM ... DRY RUN`` per table, on the first
+  ``listing_tables`` tables only (it lists every table in full).
+
+Each loop runs its tables on ``threads`` threads, as our job runs them with ``--parallel``; every
+side runs at ``RETAIN 0 HOURS``. Every side's candidates are compared with each table's garbage as
+built; a difference is reported with the kinds of file it holds and why a side may see them
+otherwise (``REASONS``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import unquote
+
+log = logging.getLogger("benchmarks.fleet_peers")
+
+SIDES = {
+    "delta-inventory": "Delta's `VACUUM ... USING INVENTORY` loop",
+    "delta-rs": "delta-rs `vacuum(full=True)` loop",
+    "delta-listing": "Delta's listing `VACUUM` loop",
+}
+REASONS = {  # why a side may name a file of this kind and another not
+    "orphan": "in no commit: aged by the object's LastModified (the inventory's copy of it for Delta's "
+    "inventory mode and ours, S3's own for the listing sides)",
+    "tombstoned_recent": "removed 1 day ago: garbage only at a retention under 24 h",
+    "tombstoned_old": "removed 10 days ago",
+    "live": "a live file: no side may name it",
+}
+
+
+def relative(path: str, root: str) -> str:
+    """A candidate (``s3://b/root/x``, ``s3a://...``, or ``x`` relative already) relative to ``root``."""
+    match = re.match(r"^[A-Za-z0-9]+://[^/]+/(.*)$", path)
+    key = match.group(1) if match else path
+    prefix = root.rstrip("/") + "/"
+    return unquote(key[len(prefix) :] if match and key.startswith(prefix) else key)
+
+
+def run_peers(
+    spark: Any,
+    *,
+    inventory: str,
+    bucket: str,
+    roots: dict[str, str],
+    storage_options: dict[str, str],
+    threads: int,
+    listing_tables: int,
+) -> dict[str, dict[str, Any]]:
+    """Each peer's loop over the tables (``roots``: name -> key of its root in ``bucket``):
+    seconds, seconds a table and each table's candidates (relative paths)."""
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    spark.read.format("delta").load(inventory).createOrReplaceTempView("bench_inventory")
+    names = sorted(roots)
+
+    def delta_inventory(name: str) -> list[str]:
+        root = roots[name]
+        statement = (
+            f"VACUUM delta.`s3a://{bucket}/{root}` USING INVENTORY ("
+            f"SELECT concat('s3a://', bucket, '/', key) AS path, length, isDir, modificationTime "
+            f"FROM bench_inventory WHERE bucket = '{bucket}' AND startswith(key, '{root}/')"
+            ") RETAIN 0 HOURS DRY RUN"
+        )
+        return [r["path"] for r in spark.sql(statement).collect()]
+
+    def delta_listing(name: str) -> list[str]:
+        statement = f"VACUUM delta.`s3a://{bucket}/{roots[name]}` RETAIN 0 HOURS DRY RUN"
+        return [r["path"] for r in spark.sql(statement).collect()]
+
+    def delta_rs(name: str) -> list[str]:
+        from deltalake import DeltaTable
+
+        files = DeltaTable(f"s3://{bucket}/{roots[name]}", storage_options=storage_options).vacuum(
+            retention_hours=0, dry_run=True, enforce_retention_duration=False, full=True
+        )
+        return list(files)
+
+    loops: dict[str, tuple[Callable[[str], list[str]], list[str]]] = {
+        "delta-inventory": (delta_inventory, names),
+        "delta-rs": (delta_rs, names),
+        "delta-listing": (delta_listing, names[: max(0, listing_tables)]),
+    }
+    results: dict[str, dict[str, Any]] = {}
+    for side, (one, tables) in loops.items():
+        if not tables:
+            continue
+        # as a job of its own would start: no Delta log state left from an earlier run
+        spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+        log.info("%s over %d tables, %d threads", side, len(tables), threads)
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            found = dict(zip(tables, pool.map(one, tables), strict=True))
+        seconds = time.monotonic() - started
+        results[side] = {
+            "label": SIDES[side],
+            "tables": len(tables),
+            "seconds": round(seconds, 2),
+            "seconds_per_table": round(seconds / len(tables), 3),
+            "candidates": {n: sorted(relative(p, roots[n]) for p in paths) for n, paths in found.items()},
+        }
+        log.info("%s: %.1f s, %.3f s a table", side, seconds, seconds / len(tables))
+    return results
+
+
+def differences(
+    planned: dict[str, set[str]], expected: dict[str, set[str]], categories: dict[str, dict[str, str]]
+) -> dict[str, Any]:
+    """How one side's candidates differ from the garbage as built, over the tables it ran: the
+    files each way, by kind of file, with the reason a side may see that kind otherwise."""
+    extra: Counter[str] = Counter()
+    missing: Counter[str] = Counter()
+    for name, paths in planned.items():
+        kinds = categories[name]
+        extra.update(kinds.get(p, "not a file of the table") for p in paths - expected[name])
+        missing.update(kinds.get(p, "?") for p in expected[name] - paths)
+    return {
+        "tables": len(planned),
+        "matches": not extra and not missing,
+        "planned_not_garbage": dict(extra),
+        "garbage_not_planned": dict(missing),
+        "reasons": {k: REASONS.get(k, "") for k in sorted(set(extra) | set(missing))},
+    }
