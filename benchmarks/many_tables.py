@@ -369,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--conf takes KEY=VALUE")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     log.setLevel(logging.INFO)
+    logging.getLogger("benchmarks.fleet_peers").setLevel(logging.INFO)
     sys.stdout.flush()
     saved_stdout = os.dup(1)
     os.dup2(2, 1)  # the JVM prints to fd 1; the table goes to stdout at the end
