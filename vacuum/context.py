@@ -4,7 +4,6 @@ each table's context, and the enums its outcome is told in."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -130,8 +129,6 @@ class RunContext:
     protected: tuple[StorageLocation, ...]
     # per bucket of the pinned inventory: (taken at, newest modificationTime), computed once
     bucket_figures: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
-    # per bucket: its versioning status, read once per run (see versioning_of_bucket)
-    bucket_versioning: dict[str, str | None] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
@@ -143,19 +140,6 @@ class RunContext:
             if bucket not in self.bucket_figures:
                 self.bucket_figures[bucket] = bucket_figures(inventory, bucket)
             return self.bucket_figures[bucket]
-
-    def versioning_of_bucket(self, bucket: str, read: Callable[[str], str | None]) -> str | None:
-        """The bucket's versioning status, ``read`` once per run and bucket, not once per table.
-        A read that fails is not kept: each table tries again and reports its own refusal.
-
-        The status only decides whether a table is refused (or warned) as freeing no storage, and
-        Enabled and Suspended decide alike; a bucket, once versioned, never goes back to
-        unversioned. So a status that changed during the run can only have been versioned
-        since: that table's deletes leave delete markers, which nothing unversioned would."""
-        with self.lock:
-            if bucket not in self.bucket_versioning:
-                self.bucket_versioning[bucket] = read(bucket)
-            return self.bucket_versioning[bucket]
 
 
 @dataclass

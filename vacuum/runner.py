@@ -221,9 +221,8 @@ def _vacuum(ctx: TableContext) -> None:
             slice_frame = gated_slice(ctx)
             cleanup.callback(slice_frame.unpersist)
         if location.is_s3:
-            status = ctx.run_context.versioning_of_bucket(location.bucket, _bucket_versioning)
             run.warnings += gates.check_versioning(
-                status, location.bucket, allow_versioned=options.allow_versioned
+                _bucket_versioning(location.bucket), location.bucket, allow_versioned=options.allow_versioned
             )
         view = (
             cleanup.enter_context(temporary_view(delta_inventory(slice_frame)))
