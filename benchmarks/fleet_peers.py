@@ -44,12 +44,18 @@ REASONS = {  # why a side may name a file of this kind and another not
 }
 
 
-def relative(path: str, root: str) -> str:
-    """A candidate (``s3://b/root/x``, ``s3a://...``, or ``x`` relative already) relative to ``root``."""
-    match = re.match(r"^[A-Za-z0-9]+://[^/]+/(.*)$", path)
-    key = match.group(1) if match else path
+def relative(path: str, bucket: str, root: str) -> str:
+    """A candidate relative to the table's root: an absolute one (``s3a://bucket/root/x``, as
+    Delta names it, decoded) only when it lies under the root in ``bucket``; a relative one (as
+    delta-rs names it, URL-encoded as in the log) decoded. Anything else is returned marked, so
+    that it can never match a file of the table."""
+    match = re.match(r"^[A-Za-z0-9]+://([^/]+)/(.*)$", path)
+    if not match:
+        return unquote(path)
     prefix = root.rstrip("/") + "/"
-    return unquote(key[len(prefix) :] if match and key.startswith(prefix) else key)
+    if match.group(1) != bucket or not match.group(2).startswith(prefix):
+        return f"OUTSIDE THE TABLE: {path}"
+    return match.group(2)[len(prefix) :]
 
 
 def run_peers(
@@ -111,7 +117,9 @@ def run_peers(
             "tables": len(tables),
             "seconds": round(seconds, 2),
             "seconds_per_table": round(seconds / len(tables), 3),
-            "candidates": {n: sorted(relative(p, roots[n]) for p in paths) for n, paths in found.items()},
+            "candidates": {
+                n: sorted(relative(p, bucket, roots[n]) for p in paths) for n, paths in found.items()
+            },
         }
         log.info("%s: %.1f s, %.3f s a table", side, seconds, seconds / len(tables))
     return results

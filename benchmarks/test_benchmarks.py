@@ -266,8 +266,10 @@ def test_fleet_peers_compare_candidates_by_kind_of_file() -> None:
     from benchmarks.fleet_peers import differences, relative
     from benchmarks.many_tables import peers_markdown
 
-    assert relative("s3a://b/warehouse/t0/dt=1/a%20b.parquet", "warehouse/t0") == "dt=1/a b.parquet"
-    assert relative("dt=1/x.parquet", "warehouse/t0") == "dt=1/x.parquet"  # delta-rs: relative already
+    assert relative("s3a://b/warehouse/t0/dt=1/a b.parquet", "b", "warehouse/t0") == "dt=1/a b.parquet"
+    assert relative("dt=1/a%20b.parquet", "b", "warehouse/t0") == "dt=1/a b.parquet"  # delta-rs: as logged
+    assert relative("s3a://other/warehouse/t0/x", "b", "warehouse/t0").startswith("OUTSIDE THE TABLE")
+    assert relative("s3a://b/warehouse/t01/x", "b", "warehouse/t0").startswith("OUTSIDE THE TABLE")
     kinds = {"t0": {"a": "orphan", "b": "tombstoned_recent", "c": "live"}}
     expected = {"t0": {"a", "b"}}
     same = differences({"t0": {"a", "b"}}, expected, kinds)
