@@ -127,8 +127,8 @@ def check_versioning(status: str | None, bucket: str, *, allow_versioned: bool) 
     )
     if status == "Suspended":
         message += (
-            "; except an object written while versioning was suspended (version id null): its "
-            "delete replaces it for good, and no restore can bring it back"
+            "; except an object written before versioning was enabled or while it was suspended "
+            "(version id null): its delete replaces it for good, and no restore can bring it back"
         )
     if not allow_versioned:
         raise VacuumRefused(message + "; pass --allow-versioned to vacuum anyway")

@@ -160,8 +160,8 @@ def restore_tables(
             if versioning.get(deletion.bucket) == "Suspended":
                 why = (
                     f"bucket {deletion.bucket} has versioning Suspended, where a delete replaces for "
-                    "good a version written while versioning was suspended (version id null), so "
-                    "the delete itself may have removed it"
+                    "good a version written before versioning was enabled or while it was suspended "
+                    "(version id null), so the delete itself may have removed it"
                     + (f"; or the lifecycle rule {rule} expired it" if rule else "")
                 )
             elif rule:
