@@ -101,12 +101,9 @@ class VacuumOptions:
         if self.verify_existence is not None:
             return bool(self.verify_existence)
         # only on S3 by default: on a local table the check set aside files that were there, and
-        # Delta's delete then went unledgered (test_cross_writer's local tables)
-        return (
-            on_s3
-            and delete_with == DeleteWith.DELTA
-            and (self.delete_with == DeleteWith.DELTA or not self.mode.uses_inventory)
-        )
+        # Delta's delete then went unledgered (test_cross_writer's local tables). On S3, Delta's
+        # delete is --delete-with delta, or auto in list and lite modes (delete_path)
+        return on_s3 and delete_with == DeleteWith.DELTA
 
     def delete_path(self, location: StorageLocation) -> DeleteWith:
         """The delete this table gets: ``auto`` resolved for its location."""
