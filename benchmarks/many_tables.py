@@ -193,12 +193,18 @@ def _compilations(spark: Any) -> int:
     return int(spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
 
 
-def check_plans(report: dict[str, Any], candidates: Path, garbage: dict[str, set[str]]) -> None:
+def planned_files(candidates: Path) -> dict[str, set[str]]:
+    """Each table's planned files (relative to its root) from a run's ``--candidates`` file."""
     import pyarrow.parquet as pq
 
     planned: dict[str, set[str]] = defaultdict(set)
     for row in pq.read_table(candidates).to_pylist():
         planned[row["table"]].add(row["path"].split(f"/warehouse/{row['table']}/", 1)[1])
+    return planned
+
+
+def check_plans(report: dict[str, Any], candidates: Path, garbage: dict[str, set[str]]) -> None:
+    planned = planned_files(candidates)
     for name, expected in garbage.items():
         if planned.get(name, set()) != expected:
             raise Failure(
@@ -513,13 +519,9 @@ def peer_comparison(
 ) -> dict[str, Any]:
     """The same tables by each peer's loop (``fleet_peers``), on as many threads as our first
     run's --parallel, each side's candidates compared with the garbage as built."""
-    import pyarrow.parquet as pq
-
     from benchmarks.fleet_peers import differences, run_peers
 
-    ours_planned: dict[str, set[str]] = defaultdict(set)
-    for row in pq.read_table(work / f"candidates-{ours['parallel']}.parquet").to_pylist():
-        ours_planned[row["table"]].add(row["path"].split(f"/warehouse/{row['table']}/", 1)[1])
+    ours_planned = planned_files(work / f"candidates-{ours['parallel']}.parquet")
     sides = run_peers(
         spark,
         inventory=inventory,
