@@ -559,3 +559,49 @@ def test_snapshot_partitions_are_sized_to_the_table(tmp_path):
     assert snapshot_partitions(location, 8) == 50  # a partition per 50k actions
     (root / "_delta_log" / "_last_checkpoint").write_text('{"version": 0, "size": 120000}')
     assert snapshot_partitions(location, 8) == 3
+
+
+def test_the_ledgers_deletions_are_read_once_and_an_append_does_not_reach_them(spark, tmp_path):
+    """deleted_since: the bucket's deletions since the time, less those restored; its frame names
+    no table, so an append to the ledger neither re-plans the frames cached from it (Spark's
+    cache manager refreshes a path it writes: 31 Spark jobs an append) nor changes their rows."""
+    from vacuum.ledger import deleted_since, record_deletions, record_restores
+
+    ledger = f"file://{tmp_path}/ledger"
+    since = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+    def deleted(*keys: str, bucket: str = "lake"):
+        return spark.createDataFrame(
+            [(f"s3://{bucket}/{k}", bucket, k, 1) for k in keys],
+            "path string, bucket string, key string, length long",
+        )
+
+    assert (
+        record_deletions(spark, ledger, deleted("a", "b", "c"), run_id="r1", table="t", deleted_with="batch")
+        is None
+    )
+    assert (
+        record_deletions(
+            spark, ledger, deleted("a", bucket="other"), run_id="r1", table="u", deleted_with="batch"
+        )
+        is None
+    )
+    restored = {
+        "run_id": "r1", "table": "t", "path": "s3://lake/b", "bucket": "lake", "key": "b", "length": 1,
+        "deleted_with": "batch", "deleted_at": datetime.now(timezone.utc), "restored_by": "undo",
+        "restored_at": datetime.now(timezone.utc),
+    }  # fmt: skip
+    assert record_restores(spark, ledger, [restored]) is None
+
+    frame = deleted_since(spark, ledger, "lake", since)
+    assert frame is not None
+    cached = frame.cache()
+    assert {(r["bucket"], r["key"]) for r in cached.collect()} == {("lake", "a"), ("lake", "c")}
+    leaves = cached._jdf.queryExecution().analyzed().collectLeaves()
+    assert {leaves.apply(i).getClass().getSimpleName() for i in range(leaves.size())} == {"LogicalRDD"}
+
+    assert record_deletions(spark, ledger, deleted("d"), run_id="r2", table="t", deleted_with="batch") is None
+    assert {(r["bucket"], r["key"]) for r in cached.collect()} == {("lake", "a"), ("lake", "c")}
+    again = deleted_since(spark, ledger, "lake", since)
+    assert again is not None and {r["key"] for r in again.collect()} == {"a", "c", "d"}
+    cached.unpersist()

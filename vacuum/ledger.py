@@ -49,9 +49,28 @@ def deleted_since(spark: SparkSession, location: str, bucket: str, since: dateti
     since_ms = int(since.timestamp() * 1000)
     deletions = ledger.where(F.col("restored_by").isNull() & (F.unix_millis("deleted_at") >= F.lit(since_ms)))
     restored = ledger.where(F.col("restored_by").isNotNull()).select("run_id", "bucket", "key")
-    return (
+    return _naming_no_table(
         deletions.join(restored, ["run_id", "bucket", "key"], "left_anti").select("bucket", "key").distinct()
     )
+
+
+def _naming_no_table(frame: DataFrame) -> DataFrame:
+    """The same rows, from the same read of the ledger (the Delta version planned now), under a
+    plan that names no table.
+
+    Every append to the ledger makes Spark re-plan each cached frame whose plan reads the ledger
+    (its cache manager refreshes the cached plans of a path it writes). A table's slice, its
+    classified objects, Delta's candidates and the deletions measured all read
+    :func:`deleted_since`: each append re-planned them all, with Delta's file skipping, for the
+    appending table and for every table running beside it: 31 Spark jobs and about 4 s an append
+    of a few rows (Spark's event log). Re-planned, they would read the ledger as it is then,
+    which only leaves out more; behind a plain RDD they read it as planned, and no append
+    touches them.
+    """
+    detached = frame.sparkSession._jsparkSession.createDataFrame(  # type: ignore[union-attr]
+        frame._jdf.rdd(), frame._jdf.schema()
+    )
+    return type(frame)(detached, frame.sparkSession)  # type: ignore[call-arg]
 
 
 def record_deletions(
