@@ -591,10 +591,21 @@ def test_the_ledgers_deletions_are_read_once_and_an_append_does_not_reach_them(s
         "deleted_with": "batch", "deleted_at": datetime.now(timezone.utc), "restored_by": "undo",
         "restored_at": datetime.now(timezone.utc),
     }  # fmt: skip
-    assert record_restores(spark, ledger, [restored]) is None
+    before_since = {
+        **restored,
+        "key": "old",
+        "path": "s3://lake/old",
+        "restored_by": None,
+        "restored_at": None,
+    }
+    before_since["deleted_at"] = datetime(2023, 12, 31, tzinfo=timezone.utc)
+    assert record_restores(spark, ledger, [restored, before_since]) is None
 
     frame = deleted_since(spark, ledger, "lake", since)
     assert frame is not None
+    # small, as the ledger's own read would be: joined with a table's objects by a broadcast
+    objects = inventory_of(spark, "lake", ["a", "x"]).join(frame, ["bucket", "key"], "left")
+    assert "BroadcastHashJoin" in objects._jdf.queryExecution().executedPlan().toString()
     cached = frame.cache()
     assert {(r["bucket"], r["key"]) for r in cached.collect()} == {("lake", "a"), ("lake", "c")}
     leaves = cached._jdf.queryExecution().analyzed().collectLeaves()

@@ -66,11 +66,26 @@ def _naming_no_table(frame: DataFrame) -> DataFrame:
     of a few rows (Spark's event log). Re-planned, they would read the ledger as it is then,
     which only leaves out more; behind a plain RDD they read it as planned, and no append
     touches them.
+
+    An RDD has no size for Spark to plan with (it counts as the largest possible), so the frame
+    keeps the broadcast the ledger's own read would get: the planner joins it with each table's
+    objects, which would otherwise all be shuffled.
     """
-    detached = frame.sparkSession._jsparkSession.createDataFrame(  # type: ignore[union-attr]
-        frame._jdf.rdd(), frame._jdf.schema()
-    )
-    return type(frame)(detached, frame.sparkSession)  # type: ignore[call-arg]
+    spark = frame.sparkSession
+    size = int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    threshold = _bytes(spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760"))
+    jvm_frame = spark._jsparkSession.createDataFrame(frame._jdf.rdd(), frame._jdf.schema())  # type: ignore[union-attr]
+    detached: DataFrame = type(frame)(jvm_frame, spark)  # type: ignore[call-arg]
+    return detached.hint("broadcast") if 0 <= size <= threshold else detached
+
+
+def _bytes(setting: str | None) -> int:
+    """A Spark size setting in bytes ("10485760", "10MB", "-1")."""
+    text = (setting or "").strip().lower().removesuffix("b")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text) if text.lstrip("-").isdigit() else -1
 
 
 def record_deletions(
