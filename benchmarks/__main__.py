@@ -4,8 +4,9 @@
     .venv/bin/python -m benchmarks --full          # each benchmark's own default sizes (about an hour)
 
 Each benchmark runs in its own process (its own JVM and local S3 server), one after the other, and
-writes its results to ``benchmarks/results/``; the exit code is the first non-zero one. Larger
-sizes are each script's flags (``python -m benchmarks.vacuum_at_scale --files 100000``).
+writes its results to ``benchmarks/results/quick/`` (``--full``: ``benchmarks/results/``); the exit
+code is the first non-zero one. Larger sizes are each script's flags
+(``python -m benchmarks.vacuum_at_scale --files 100000``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 QUICK = (
     ("vacuum_at_scale", ["--files", "10000"]),
@@ -21,6 +23,7 @@ QUICK = (
     ("ingest_rate", ["--rows", "1000000", "--formats", "parquet,csv"]),
     ("chargeback_rate", ["--rows", "1000000"]),
 )
+QUICK_RESULTS = Path(__file__).parent / "results" / "quick"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     status = 0
     for name, quick in QUICK:
-        command = [sys.executable, "-m", f"benchmarks.{name}", *([] if args.full else quick)]
+        sizes = [] if args.full else [*quick, "--output", str(QUICK_RESULTS)]
+        command = [sys.executable, "-m", f"benchmarks.{name}", *sizes]
         print(f"== {' '.join(command[1:])}", file=sys.stderr, flush=True)
         started = time.monotonic()
         code = subprocess.run(command, check=False).returncode
