@@ -73,19 +73,11 @@ def _naming_no_table(frame: DataFrame) -> DataFrame:
     """
     spark = frame.sparkSession
     size = int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    threshold = _bytes(spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760"))
+    # the session's own reading of spark.sql.autoBroadcastJoinThreshold ("10MB", "-1", ...)
+    threshold = int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[union-attr]
     jvm_frame = spark._jsparkSession.createDataFrame(frame._jdf.rdd(), frame._jdf.schema())  # type: ignore[union-attr]
     detached: DataFrame = type(frame)(jvm_frame, spark)  # type: ignore[call-arg]
     return detached.hint("broadcast") if 0 <= size <= threshold else detached
-
-
-def _bytes(setting: str | None) -> int:
-    """A Spark size setting in bytes ("10485760", "10MB", "-1")."""
-    text = (setting or "").strip().lower().removesuffix("b")
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text) if text.lstrip("-").isdigit() else -1
 
 
 def record_deletions(
