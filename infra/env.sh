@@ -107,8 +107,9 @@ ensure_venv() {
 }
 
 # run_tests LABEL LINE PYTHON_VERSION PYTEST_ARGS...: one pytest run in that Spark line's venv (on
-# that Python), as the Makefile's targets run them. Each run has its own pytest temp root
+# that Python), as the Makefile's targets run them. Each run has its own temp root, for pytest
 # (--basetemp: pytest prunes the numbered directories of a shared one, under a run beside it) and
+# for Spark's scratch folders (SPARK_LOCAL_DIRS), and
 # no pytest cache (two runs would overwrite it). Spark is the venv's pyspark, run by the venv's
 # interpreter, whatever the caller's SPARK_HOME or PYSPARK_* say. Its outcome and time print as one
 # line at its end, and go to the file $TEST_SUMMARY too when that is set.
@@ -126,7 +127,11 @@ run_tests() {
   else
     echo "=== $label: $("$venv/bin/python" -c 'import sys, pyspark, importlib.metadata as m; print("Python", sys.version.split()[0], "pyspark", pyspark.__version__, "delta-spark", m.version("delta-spark"))')"
     temp="$(mktemp -d "${TMPDIR:-/tmp}/inventory-vacuum-pytest.XXXXXX")"
-    INVENTORY_VACUUM_SPARK_LINE=$line "$venv/bin/python" -m pytest --basetemp "$temp" -p no:cacheprovider "$@" || rc=$?
+    # pytest's folders and Spark's scratch folders (shuffle blocks, a killed JVM's leftovers) are
+    # under the run's own temp root, removed after it
+    mkdir -p "$temp/spark"
+    SPARK_LOCAL_DIRS="$temp/spark" INVENTORY_VACUUM_SPARK_LINE=$line \
+      "$venv/bin/python" -m pytest --basetemp "$temp/pytest" -p no:cacheprovider "$@" || rc=$?
     rm -rf "$temp"
     if [ "$rc" = 0 ]; then outcome=passed; else outcome="FAILED (pytest exit $rc)"; fi
   fi

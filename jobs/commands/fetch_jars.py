@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import uuid
+import tempfile
 from typing import Any
 
 from jobs import params
@@ -34,8 +34,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
     spark = build_spark_session("inventory-vacuum fetch-jars", resolve_jars=True)
     # a Delta write proves the jars load, not only that they were downloaded
-    spark.range(1).write.format("delta").mode("overwrite").save(
-        f"/tmp/inventory-vacuum-jar-check-{uuid.uuid4()}"
-    )
+    with tempfile.TemporaryDirectory(prefix="inventory-vacuum-jar-check-") as folder:
+        spark.range(1).write.format("delta").save(f"{folder}/table")
     output.show(NAME, _Fetched(jvm_packages()))
     return 0
