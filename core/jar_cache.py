@@ -5,7 +5,7 @@ one-table vacuum's start on this project's 2-core machine (measured: session sta
 the packages, 7.0 s with the same jars given as ``spark.jars``), even when every jar is already in
 the Ivy cache. After a resolution, the list of jar files Spark loaded (its ``spark.jars``, in
 Ivy's order) is kept in a small file under the user's cache folder, keyed by the packages and the
-Spark version; the next start loads those files directly (in local mode from the driver's class
+Spark version; the next start loads those files directly (in local mode from the JVM's class
 path, which saves Spark's copy of them into its temporary folder: session start 7.5 s as
 ``spark.jars``, 5.3 s on the class path; see ``core.session.build_spark_session``). Each file's size and modification time
 are kept with it: when one is missing or changed (the Ivy cache cleaned, a jar downloaded again),

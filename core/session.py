@@ -22,7 +22,7 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -251,21 +251,23 @@ def build_spark_session(
     if tools_jars and starting and not resolve_jars:
         cached = cached_jars(jvm_packages(), pyspark.__version__)
     resolving = tools_jars and cached is None
+    appended_classpath = None
     if cached is not None and _jvm_is_local_and_ours(submitted, extra_conf):
         # Local mode runs the executor inside the driver, so the driver's class path is enough.
         # Given as spark.jars, the jars (about 750 MB, most of it the AWS SDK bundle) would be
-        # copied into the session's temporary folder each start.
-        # On that class path they come before Spark's own jars, so those of a library Spark ships
-        # (Jackson, Parquet, Hadoop's client) stay out: as spark.jars they load after Spark's.
-        given = (extra_conf or {}).get("spark.driver.extraClassPath")
-        classpath = [*_not_shipped_with_spark(cached), *filter(None, [given])]
-        builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(classpath))
+        # copied into the session's temporary folder at each start. Spark's launcher puts
+        # SPARK_DIST_CLASSPATH after Spark's own jars: a class both have loads from Spark's, as it
+        # does with spark.jars (a child class loader).
+        appended_classpath = os.pathsep.join(cached)
     elif cached is not None:
         builder = builder.config("spark.jars", ",".join(cached))
     elif resolving:
         builder = builder.config("spark.jars.packages", ",".join(jvm_packages()))
     try:
-        with _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")):
+        with (
+            _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")),
+            _environment_appended("SPARK_DIST_CLASSPATH", appended_classpath),
+        ):
             spark = builder.getOrCreate()
     except Exception as error:
         tail = _jvm_log_tail()
@@ -329,29 +331,31 @@ def _jvm_log_tail() -> str:
 
 def _jvm_is_local_and_ours(submitted: Mapping[str, str], extra_conf: Mapping[str, str] | None) -> bool:
     """Whether this process starts the JVM itself, in local mode (no spark-submit launcher, no
-    ``--master`` given, or a ``local`` one in ``extra_conf``)."""
+    ``--master`` given, or an in-process ``local`` one in ``extra_conf``)."""
     if os.environ.get("PYSPARK_GATEWAY_PORT") or _jvm_running():
         return False
     master = (extra_conf or {}).get("spark.master")
     if master is not None:
-        return master.startswith("local")
+        return _IN_PROCESS_MASTER.fullmatch(master) is not None
     return "spark.master" not in submitted
 
 
-def _not_shipped_with_spark(jars: Sequence[str]) -> list[str]:
-    """``jars`` (Ivy's ``group_artifact-version.jar`` files) but those of an artifact the running
-    Spark's ``jars`` folder holds in any version."""
-    import pyspark
-
-    home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
-    shipped = {_artifact(path.name) for path in (home / "jars").glob("*.jar")}
-    return [jar for jar in jars if _artifact(Path(jar).name.split("_", 1)[-1]) not in shipped]
-
-
-def _artifact(jar_name: str) -> str:
-    """``jackson-databind`` of ``jackson-databind-2.13.5.jar``."""
-    match = re.fullmatch(r"(.+?)-\d[^/]*\.jar", jar_name)
-    return match.group(1) if match else jar_name
+@contextmanager
+def _environment_appended(name: str, value: str | None) -> Iterator[None]:
+    """While the JVM starts, ``value`` is at the end of the environment variable ``name``
+    (``os.pathsep``-separated); nothing changes when ``value`` is None."""
+    if value is None:
+        yield
+        return
+    before = os.environ.get(name)
+    os.environ[name] = os.pathsep.join(filter(None, [before, value]))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def _jvm_running() -> bool:
