@@ -113,11 +113,14 @@ def timed_process(command: list[str], env: dict[str, str], output: Path) -> dict
 
 def read_event_log(directory: Path) -> dict[str, Any]:
     """The application's start and end, every finished job (start, end, group, step), the jars."""
+    import pyspark
+
     result: dict[str, Any] = {
         "app_start_ms": None,
         "app_end_ms": None,
         "jobs": {},
         "jars": [],
+        "class_path_jars": [],
         "packages": None,
     }
     for path in (p for p in directory.rglob("*") if p.is_file()):
@@ -132,6 +135,14 @@ def read_event_log(directory: Path) -> dict[str, Any]:
                 settings = dict(event.get("Spark Properties") or {})
                 result["packages"] = settings.get("spark.jars.packages")  # resolved by Ivy when set
                 result["jars"] = [j.rsplit("/", 1)[-1] for j in (settings.get("spark.jars") or "").split(",") if j]  # fmt: skip
+                spark_jars = str(Path(pyspark.__file__).parent / "jars")
+                result["class_path_jars"] = [
+                    path.rsplit("/", 1)[-1]
+                    for path, source in (event.get("Classpath Entries") or {}).items()
+                    if source == "System Classpath"
+                    and path.endswith(".jar")
+                    and not path.startswith(spark_jars)
+                ]
             elif kind == "SparkListenerJobStart":
                 properties, stages = event.get("Properties") or {}, event.get("Stage Infos") or [{}]
                 described = properties.get("spark.job.description")
@@ -246,10 +257,16 @@ def markdown(document: dict[str, Any]) -> str:
     ]  # fmt: skip
     lines += ["", "Spark jobs outside it:", "", "| group: step | jobs | job s |", "|---|---:|---:|"]
     lines += [f"| {s['step']} | {s['jobs']} | {s['seconds']:.2f} |" for s in run["other_jobs"]]
-    key = ", ".join(jar for jar in run["jars"] if "delta-spark" in jar or "hadoop-aws" in jar)
-    how = f"Ivy resolved `spark.jars.packages` ({run['jars_packages']})" if run["jars_packages"] else "no `spark.jars.packages`: given as `spark.jars`"  # fmt: skip
-    lines.append(f"\nJars, with `--conf` in `PYSPARK_SUBMIT_ARGS` (the event log's settings): {len(run['jars'])} "
-                 f"jars ({key}, ...), {how}.\n")  # fmt: skip
+    on_class_path = run.get("class_path_jars") or []
+    jars = run["jars"] or on_class_path
+    key = ", ".join(jar for jar in jars if "delta-spark" in jar or "hadoop-aws" in jar)
+    if run["jars_packages"]:
+        how = f"Ivy resolved `spark.jars.packages` ({run['jars_packages']})"
+    elif run["jars"]:
+        how = "no `spark.jars.packages`: given as `spark.jars`"
+    else:
+        how = "no `spark.jars.packages`: on the JVM's class path after Spark's own (`SPARK_DIST_CLASSPATH`)"
+    lines.append(f"\nJars (the event log's settings and class path): {len(jars)} jars ({key}, ...), {how}.\n")
     return "\n".join(lines)
 
 
@@ -267,7 +284,7 @@ def our_details(timing: dict[str, int], directory: Path) -> dict[str, Any]:
         "steps": [{"step": s["step"], "jobs": int(s["jobs_per_table"]), "seconds": s["seconds_per_table"]}
                   for s in figures["steps"]],
         "other_jobs": [{"step": k, "jobs": len(v), "seconds": round(sum(v), 3)} for k, v in sorted(other.items())],
-        "top_stages": figures["top_stages"], "jars": events["jars"], "jars_packages": events["packages"],
+        "top_stages": figures["top_stages"], "jars": events["jars"], "class_path_jars": events.get("class_path_jars", []), "jars_packages": events["packages"],
     }  # fmt: skip
 
 
