@@ -8,8 +8,9 @@ Ivy's order) is kept in a small file under the user's cache folder, keyed by the
 Spark version; the next start loads those files directly (in local mode from the JVM's class
 path, which saves Spark's copy of them into its temporary folder: session start 7.5 s as
 ``spark.jars``, 4.5 s on the class path; see ``core.session.build_spark_session``). Each file's
-size and modification time are kept with it: when one is missing or changed (the Ivy cache cleaned, a jar downloaded again),
-the list is not used and Ivy resolves as before, writing a new one.
+size and modification time are kept with it: when one is missing or changed (the Ivy cache
+cleaned, a jar downloaded again), the list is not used and Ivy resolves as before, writing a new
+one.
 
 ``inventory-vacuum fetch-jars`` always resolves, and ``INVENTORY_VACUUM_RESOLVE_JARS=1`` makes
 every start resolve. Jars given to ``spark-submit`` (``--packages``, ``--jars``) are never
