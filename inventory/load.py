@@ -3,7 +3,8 @@
 One Spark job per bucket checks every row (bucket, key) and sums the delivery into usage rows
 (:mod:`inventory.usage`: the run's figures, noncurrent versions, the chargeback's trend) before
 anything is written; a second writes the bucket's partition with one atomic Delta commit that
-replaces exactly that partition. A failure anywhere leaves the inventory table as it was. The
+replaces exactly that partition, in files of contiguous key ranges cut from the first job's
+counts (:mod:`inventory.layout`). A failure anywhere leaves the inventory table as it was. The
 usage rows of the bucket and date are replaced last; that derived table failing only warns.
 """
 
@@ -24,6 +25,7 @@ from core.paths import StorageLocation
 from core.registry import TableRegistry
 from core.session import job_group, name_jobs
 from core.tables import INVENTORY_RUNS_SCHEMA, append_run_rows
+from inventory.layout import key_groups, key_ranges, laid_out, write_partitions
 from inventory.manifest import Delivery, find_delivery
 from inventory.schema import csv_read_schema, is_current_version, normalise, sql_string, tag_owning_table
 from inventory.usage import CURRENT, DELETE_MARKER, NONCURRENT, usage_aggregate, write_usage
@@ -167,12 +169,17 @@ def load_delivery(
             raise InventoryDataError(
                 f"{where}: {figures['incomplete_rows']} object row(s) lack Size or LastModifiedDate"
             )
+        name_jobs(spark, "layout")
+        partitions = write_partitions(spark, figures["objects"])
+        ranges = key_ranges(key_groups(usage, registry, delivery.source_bucket), partitions)
         name_jobs(spark, "write inventory")
         (
-            tag_owning_table(rows.where(is_current_version()), registry)
-            # contiguous key ranges per file: Delta's min/max stats skip most files. The bucket
-            # first (one value) so the order already is the partitioned write's: no second sort
-            .orderBy("bucket", "key")
+            # contiguous key ranges per file: Delta's min/max stats skip most files
+            laid_out(
+                tag_owning_table(rows.where(is_current_version()), registry),
+                ranges,
+                rows_per_file=-(-figures["objects"] // partitions),
+            )
             .write.format("delta")
             .mode("overwrite")
             # replaceWhere is dynamic partition overwrite of exactly this bucket, which also empties

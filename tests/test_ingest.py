@@ -18,7 +18,9 @@ from pyspark.sql import functions as F
 from core.paths import StorageLocation
 from core.registry import parse_registry
 from core.tables import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
-from inventory.delivery_writer import snapshot_bucket
+from inventory import layout
+from inventory.delivery_writer import snapshot_bucket, write_delivery
+from inventory.layout import KeyGroup, KeyRange, key_ranges
 from inventory.schema import tag_owning_table
 from tests.support.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
 from tests.support.helpers import cli, cli_json, keys_of, put, submitted_json
@@ -668,3 +670,127 @@ def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
     )
     assert restore.returncode != 0  # Spark's launcher merges the Python process's stderr into stdout
     assert f"restore: error: no deletion ledger at s3://{inventory}/vacuum_deletions" in restore.stdout
+
+
+def test_key_ranges_cut_at_tables_and_give_a_big_table_ranges_of_its_own():
+    """The layout's ranges, from the checking job's counts: small groups share a range, a table
+    bigger than one range gets parts of its own bounded by its keys (``key/`` up to ``key0``), and
+    an untagged group too big for one range leaves the cutting to a global sort."""
+    groups = [
+        KeyGroup("w/c/", 10, "w/c0"),
+        KeyGroup("w/", 5),
+        KeyGroup("w/b/", 100, "w/b0"),
+        KeyGroup("w/a/", 10, "w/a0"),
+        KeyGroup("x/", 29),
+    ]
+    # 154 rows in 4 partitions: 39 a range
+    assert key_ranges(groups, 4) == [
+        KeyRange(""),  # w/ and w/a/
+        KeyRange("w/b/", 3),
+        KeyRange("w/b0"),  # w/c/ and x/
+    ]
+    assert key_ranges(groups, 1) == [KeyRange("")]
+    assert key_ranges([KeyGroup("w/", 100), KeyGroup("w/a/", 10, "w/a0")], 4) is None
+    assert key_ranges([KeyGroup("w/a/", 10, "w/a0"), KeyGroup("x/", 100)], 4) is None  # after the tables
+    assert key_ranges([], 4) is None
+    # a big table first, then last
+    assert key_ranges([KeyGroup("a/", 90, "a0"), KeyGroup("b/", 10, "b0")], 2) == [
+        KeyRange(""),
+        KeyRange("a/", 2),
+        KeyRange("a0"),
+    ]
+    assert key_ranges([KeyGroup("a/", 10, "a0"), KeyGroup("b/", 90, "b0")], 2) == [
+        KeyRange(""),
+        KeyRange("b/", 2),
+        KeyRange("b0"),
+    ]
+
+
+@pytest.mark.parametrize("registered", [True, False], ids=["tables", "no-registry"])
+@pytest.mark.slow
+def test_ingest_writes_files_of_contiguous_key_ranges(
+    spark, s3, bucket_factory, tmp_path, monkeypatch, registered
+):
+    """What a table's slice reads: with the tables registered, the files are cut at the tables
+    from the checking job's counts (no sampling pass), a big table's files hold its keys only and
+    a small table's keys sit in one file; without a registry, a global sort cuts them. Either way
+    no two files' key ranges overlap, except a big table's own."""
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    monkeypatch.setattr(layout, "ROWS_PER_FILE", 40)
+    monkeypatch.setattr(layout, "SORTED_ABOVE_ROWS", 30)  # files of 40 rows: sorted inside
+    keys = [f"warehouse/t0/dt={n % 7}/part-{n:04d}.parquet" for n in range(120)]
+    keys += [f"warehouse/t{t}/part-{n}.parquet" for t in (1, 2, 3) for n in range(10)]
+    keys += [f"warehouse/readme-{n}" for n in range(5)] + [f"other/{n}" for n in range(3)]
+    taken_at = datetime.now(timezone.utc)
+    empty = dict.fromkeys(
+        (
+            "version_id",
+            "is_latest",
+            "is_delete_marker",
+            "e_tag",
+            "is_multipart_uploaded",
+            "checksum_algorithm",
+        )
+    )
+    rows = (
+        {
+            **empty,
+            "bucket": source,
+            "key": key,
+            "size": 10,
+            "last_modified_date": taken_at,
+            "storage_class": "STANDARD",
+        }
+        for key in keys
+    )
+    destination = StorageLocation.parse(f"s3://{inventory}/reports")
+    write_delivery(s3, source, rows, destination, "daily", taken_at=taken_at)
+    registry = tmp_path / "tables.yaml"
+    registry.write_text(
+        "tables:\n"
+        + "".join(f"  - {{name: t{t}, path: 's3://{source}/warehouse/t{t}', owner: o}}\n" for t in range(4))
+    )
+    table = f"s3://{inventory}/tables/inventory"
+    extra = ["--tables", str(registry)] if registered else []
+    settings = {
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",  # the global sort's files: its partitions
+        "spark.sql.shuffle.partitions": "8",  # at most 8 files; 158 rows at 40 a file make 4
+    }
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        code, result = cli_json(*ingest_args(inventory, table, source, extra=extra))
+    finally:
+        for key, value in before.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+    assert code == 0 and result["buckets"][0]["rows"] == len(keys)
+    frame = spark.read.format("delta").load(table).withColumn("file", F.input_file_name())
+    assert sorted(r["key"] for r in frame.select("key").collect()) == sorted(keys)
+    files = frame.groupBy("file").agg(
+        F.min("key").alias("low"),
+        F.max("key").alias("high"),
+        F.collect_set(F.regexp_extract("key", r"^warehouse/(t\d)/", 1)).alias("tables"),
+    )
+    collected = files.collect()
+    files = [(r["low"], r["high"], set(r["tables"]) - {""}) for r in collected]
+    for row in collected:  # one file read in its own order
+        in_file = [r["key"] for r in spark.read.parquet(row["file"]).select("key").collect()]
+        assert in_file == sorted(in_file)
+    assert len(files) > 1
+    for index, (low, high, tables) in enumerate(files):
+        for other_low, other_high, other_tables in files[index + 1 :]:
+            if low <= other_high and other_low <= high:
+                assert tables == other_tables == {"t0"}, (low, high, other_low, other_high)
+    if registered:
+        # 4 ranges of 40 rows: other/ and warehouse/readme-* (8 rows) up to t0's keys; t0's 120
+        # in 3 parts of its own; then t1, t2 and t3 (30 rows) together
+        bounds = ["", "warehouse/t0/", "warehouse/t00", "\U0010ffff"]
+        in_range = [
+            sum(1 for low, high, _ in files if bounds[i] <= low and high < bounds[i + 1]) for i in range(3)
+        ]
+        assert in_range == [1, 3, 1] and len(files) == 5
+        assert all(tables == {"t0"} for low, _, tables in files if low.startswith("warehouse/t0/"))
+        for t in (1, 2, 3):  # the files a slice of table t reads: one
+            prefix = f"warehouse/t{t}/"
+            assert sum(1 for low, high, _ in files if low < f"warehouse/t{t}0" and high >= prefix) == 1
