@@ -1,6 +1,6 @@
 """Every benchmark in one command, at quick sizes (about a quarter of an hour on a 2-core machine).
 
-    .venv/bin/python -m benchmarks                 # all four, the quick sizes below
+    .venv/bin/python -m benchmarks                 # all five, the quick sizes below
     .venv/bin/python -m benchmarks --full          # each benchmark's own default sizes (about an hour)
 
 Each benchmark runs in its own process (its own JVM and local S3 server), one after the other, and
@@ -18,9 +18,13 @@ import time
 from pathlib import Path
 
 QUICK = (
-    ("vacuum_at_scale", ["--files", "10000"]),
-    ("many_tables", ["--tables", "20", "--parallel", "4", "--no-compare-default", "--listing-tables", "4"]),
-    ("ingest_rate", ["--rows", "1000000", "--formats", "parquet,csv"]),
+    ("vacuum_at_scale", ["--files", "10000", "--modes", "list,inventory-batch,delta-rs"]),
+    ("many_tables", ["--tables", "20", "--parallel", "4", "--no-compare-default", "--listing-tables", "2"]),
+    ("one_table", ["--rounds", "1"]),
+    (
+        "ingest_rate",
+        ["--rows", "500000", "--formats", "parquet,csv", "--registered-tables", "1000", "--rounds", "2"],
+    ),
     ("chargeback_rate", ["--rows", "1000000"]),
 )
 QUICK_RESULTS = Path(__file__).parent / "results" / "quick"

@@ -13,18 +13,28 @@ the measured ingests are the steady state.
 With ``--registered-tables N`` the ingest tags each key with its owning table, as the daily job
 does with its tables.yaml: the 100 tables the keys lie in, and N - 100 more in the same bucket at
 other depths (an empty registry, the default, skips the tagging).
+
+Each delivery is ingested ``--rounds`` times both ways (the order alternating; the median round
+of each is reported), into two inventory tables: as the command lays the rows out (key ranges cut
+from the checking job's counts, :mod:`inventory.layout`) and, as its peer, by a global sort of the
+keys (what the layout replaces: a sampling pass more). Beside each time stands what
+a table's slice of the inventory reads: for each of the 100 tables the keys lie in, the files
+whose smallest and largest key (Delta's own statistics, read from the table's log by delta-rs)
+meet the table's keys.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -75,6 +85,62 @@ def registry_text(bucket: str, tables: int) -> str:
     return "tables:\n" + "\n".join(entries) + "\n"
 
 
+OURS = "key ranges"
+PEER = "global sort"
+
+
+@contextmanager
+def _layout(layout: str, used: list[bool]) -> Iterator[None]:
+    """The ingest as it is (``used`` gets whether it cut key ranges or fell back to the global
+    sort), or, for the peer, with the layout's ranges withheld, so that the rows are sorted
+    globally (Spark's range partitioner and its sampling pass)."""
+    from inventory import load
+
+    original = load.key_ranges
+
+    def recorded(groups: Any, partitions: int) -> Any:
+        ranges = original(groups, partitions)
+        used.append(ranges is not None)
+        return ranges
+
+    load.key_ranges = recorded if layout == OURS else (lambda groups, partitions: None)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        load.key_ranges = original
+
+
+def slice_files(table: str, bucket: str) -> dict[str, Any]:
+    """The bucket's files in the inventory table and, over the 100 tables the keys lie in, how
+    many of them a table's slice reads: those whose smallest and largest ``key`` in Delta's
+    statistics (what its file skipping compares) meet the table's keys, ``warehouse/tNN/`` up to
+    ``warehouse/tNN0``."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from benchmarks.many_tables import storage_options
+
+    actions = pa.table(
+        DeltaTable(table, storage_options=storage_options(os.environ["AWS_ENDPOINT_URL"])).get_add_actions(
+            flatten=True
+        )
+    ).to_pylist()
+    own = [a for a in actions if a.get("partition.bucket") == bucket]
+    files = [(a["min.key"], a["max.key"]) for a in own]
+    records = sum(int(a["num_records"]) for a in own)
+    reads = []
+    for index in range(100):
+        low, high = f"warehouse/t{index:02d}/", f"warehouse/t{index:02d}0"
+        reads.append(sum(1 for least, most in files if least is None or (least < high and most >= low)))
+    return {
+        "files": len(files),
+        "records": records,
+        "file_bytes": sum(int(a["size_bytes"]) for a in own),
+        "slice_files_mean": round(sum(reads) / len(reads), 2),
+        "slice_files_max": max(reads),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -86,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="tag keys with a registry of this many tables (at least 100: the tables the keys lie in)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="ingests of each layout, alternating (default 3); the median"
     )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -134,63 +203,91 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     spark_start = time.monotonic() - started
 
-    def load(bucket: str, rows: int, file_format: str) -> dict[str, Any]:
+    def ingest_once(bucket: str, rows: int, layout: str) -> dict[str, Any]:
+        # read before the clock starts, as the command reads its tables.yaml before the ingest
+        registry = (
+            parse_registry(registry_text(bucket, args.registered_tables)) if args.registered_tables else None
+        )
+        table = inventory if layout == OURS else f"{inventory}_{layout.replace(' ', '_')}"
+        used: list[bool] = []
+        since_ms = int(time.time() * 1000)
+        started = time.monotonic()
+        with _layout(layout, used):
+            result = ingest(
+                spark,
+                s3,
+                IngestRequest(
+                    destination=destination,
+                    source_buckets=(bucket,),
+                    config_id="daily",
+                    inventory_table=table,
+                    registry=registry,
+                ),
+                run_id=f"benchmark-{bucket}",
+            )
+        seconds = time.monotonic() - started
+        until_ms = int(time.time() * 1000)
+        [outcome] = result.buckets
+        files = slice_files(table, bucket)
+        if outcome.status != "ok" or outcome.rows != rows or files["records"] != rows:
+            raise SystemExit(
+                f"ingest of {bucket} failed or lost rows: {outcome.to_dict()}, {files['records']} rows written"
+            )
+        return {
+            "layout": layout if layout == PEER or all(used) else f"{OURS}, fell back to a {PEER}",
+            "ingest_seconds": round(seconds, 2),
+            "rows_per_second": round(rows / seconds),
+            **files,
+            "window_ms": [since_ms, until_ms],
+        }
+
+    def sides(bucket: str, rows: int, rounds: int) -> list[dict[str, Any]]:
+        """Each layout ``rounds`` times, the order alternating round by round; per layout its
+        median round, with every round's seconds."""
+        measured: dict[str, list[dict[str, Any]]] = {OURS: [], PEER: []}
+        for index in range(rounds):
+            for layout in (PEER, OURS) if index % 2 == 0 else (OURS, PEER):
+                measured[layout].append(ingest_once(bucket, rows, layout))
+        chosen = []
+        for layout in (PEER, OURS):
+            ordered = sorted(measured[layout], key=lambda side: side["ingest_seconds"])
+            median = ordered[(len(ordered) - 1) // 2]
+            chosen.append({**median, "round_seconds": [side["ingest_seconds"] for side in measured[layout]]})
+        return chosen
+
+    def load(bucket: str, rows: int, file_format: str, rounds: int) -> dict[str, Any]:
         started = time.monotonic()
         delivery = write_delivery(
             s3, bucket, synthetic_rows(bucket, rows), destination, "daily", file_format=file_format
         )
         written = time.monotonic() - started
-        # read before the clock starts, as the command reads its tables.yaml before the ingest
-        registry = (
-            parse_registry(registry_text(bucket, args.registered_tables)) if args.registered_tables else None
-        )
-        since_ms = int(time.time() * 1000)
-        started = time.monotonic()
-        result = ingest(
-            spark,
-            s3,
-            IngestRequest(
-                destination=destination,
-                source_buckets=(bucket,),
-                config_id="daily",
-                inventory_table=inventory,
-                registry=registry,
-            ),
-            run_id=f"benchmark-{bucket}",
-        )
-        seconds = time.monotonic() - started
-        until_ms = int(time.time() * 1000)
-        [outcome] = result.buckets
-        if outcome.status != "ok" or outcome.rows != rows:
-            raise SystemExit(f"ingest of {bucket} failed or lost rows: {outcome.to_dict()}")
         return {
             "format": file_format,
             "rows": rows,
             "data_files": delivery.data_files,
             "delivery_write_seconds": round(written, 2),
-            "ingest_seconds": round(seconds, 2),
-            "rows_per_second": round(rows / seconds),
             "bucket": bucket,
-            "window_ms": [since_ms, until_ms],
+            "sides": sides(bucket, rows, rounds),
         }
 
     try:
         log.info("warm-up ingest (not recorded)")
-        load("bench-ingest-warm-up", 10_000, "parquet")
+        load("bench-ingest-warm-up", 10_000, "parquet", 1)
         results = []
         for file_format in args.formats.split(","):
             for rows in args.rows or [1_000_000]:
                 log.info("ingest of a %s delivery of %d rows", file_format, rows)
-                results.append(load(f"bench-ingest-{file_format}-{rows}", rows, file_format))
+                results.append(load(f"bench-ingest-{file_format}-{rows}", rows, file_format, args.rounds))
     finally:
         spark.stop()  # flushes the event log
     for result in results:
-        since_ms, until_ms = result.pop("window_ms")
-        steps = parse_event_log(events, since_ms, until_ms, group_prefix="ingest ")["steps"]
-        result["spark_steps"] = [
-            {"step": s["step"], "jobs": int(s["jobs_per_table"]), "seconds": s["seconds_per_table"]}
-            for s in steps
-        ]
+        for side in result["sides"]:
+            since_ms, until_ms = side.pop("window_ms")
+            steps = parse_event_log(events, since_ms, until_ms, group_prefix="ingest ")["steps"]
+            side["spark_steps"] = [
+                {"step": s["step"], "jobs": int(s["jobs_per_table"]), "seconds": s["seconds_per_table"]}
+                for s in steps
+            ]
     shutil.rmtree(events, ignore_errors=True)
     return {
         **run_header("ingest_rate", started_at, before),
@@ -204,6 +301,8 @@ def markdown(document: dict[str, Any]) -> str:
     lines = [
         "# Ingest rate (steady state, after one unrecorded ingest)",
         "",
+        f"`{document['command'].strip()}`",
+        "",
         f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
         f"{document['machine_before'].get('load_average_1_5_15')}; Spark session start "
         f"{document['spark_start_seconds']:.1f} s, paid once per job and not in the rates below. "
@@ -213,13 +312,28 @@ def markdown(document: dict[str, Any]) -> str:
             else "No registry: keys not tagged with a table."
         ),
         "",
-        "| format | rows | data files | ingest s | rows/s |",
-        "|---|---|---|---|---|",
+        f"Each delivery is ingested by both layouts in the same run, into two inventory tables, "
+        "round after round with the order alternating; each row is its layout's median round. "
+        f"*{OURS}* is the "
+        "command's layout (files cut at the tables from the checking job's counts); its peer, "
+        f"*{PEER}*, sorts the keys globally (Spark's range partitioner, which samples the delivery "
+        "in a pass of its own). *Slice reads*: over the 100 tables the keys lie in, how many of the "
+        "bucket's files a table's slice reads (those whose smallest and largest key in Delta's "
+        "statistics meet the table's keys), mean and most.",
+        "",
+        "| format | rows | data files | layout | ingest s (median) | each round s | rows/s | ÷ peer's time | files written | MB written | slice reads: mean / most |",
+        "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|",
     ]
-    lines += [
-        f"| {r['format']} | {r['rows']:,} | {r['data_files']} | {r['ingest_seconds']:.1f} | {r['rows_per_second']:,} |"
-        for r in document["results"]
-    ]
+    for r in document["results"]:
+        peer = next((side for side in r["sides"] if side["layout"] == PEER), None)
+        for side in r["sides"]:
+            ratio = f"{side['ingest_seconds'] / peer['ingest_seconds']:.2f}" if peer else "–"
+            lines.append(
+                f"| {r['format']} | {r['rows']:,} | {r['data_files']} | {side['layout']} | "
+                f"{side['ingest_seconds']:.1f} | {', '.join(f'{x:.1f}' for x in side.get('round_seconds', []))} | "
+                f"{side['rows_per_second']:,} | {ratio} | {side['files']} | {side['file_bytes'] / 1e6:,.1f} | "
+                f"{side['slice_files_mean']:g} / {side['slice_files_max']} |"
+            )
     lines += [
         "",
         "Where the time goes: each ingest's Spark jobs by step, from Spark's event log (the jobs run "
@@ -227,14 +341,17 @@ def markdown(document: dict[str, Any]) -> str:
         "planning, Delta's commit).",
     ]
     for r in document["results"]:
-        lines += [
-            "",
-            f"{r['format']}, {r['rows']:,} rows ({r['ingest_seconds']:.1f} s):",
-            "",
-            "| step | Spark jobs | job seconds |",
-            "|---|---:|---:|",
-        ]
-        lines += [f"| {s['step']} | {s['jobs']} | {s['seconds']:.2f} |" for s in r.get("spark_steps", [])]
+        for side in r["sides"]:
+            lines += [
+                "",
+                f"{r['format']}, {r['rows']:,} rows, {side['layout']} ({side['ingest_seconds']:.1f} s):",
+                "",
+                "| step | Spark jobs | job seconds |",
+                "|---|---:|---:|",
+            ]
+            lines += [
+                f"| {s['step']} | {s['jobs']} | {s['seconds']:.2f} |" for s in side.get("spark_steps", [])
+            ]
     return "\n".join(lines) + "\n"
 
 

@@ -301,3 +301,41 @@ def test_fleet_peers_compare_candidates_by_kind_of_file() -> None:
     assert (
         "| rs | 1 | 0.5 | 0.50 | 0.25× |" in text and "garbage not planned {'tombstoned_recent': 1}" in text
     )
+
+
+def test_ingest_rate_shows_each_layout_beside_the_global_sort() -> None:
+    from benchmarks import ingest_rate
+
+    def side(layout: str, seconds: float, files: int, mean: float, most: int) -> dict[str, Any]:
+        return {
+            "layout": layout,
+            "ingest_seconds": seconds,
+            "rows_per_second": round(1_000_000 / seconds),
+            "round_seconds": [seconds, seconds + 1],
+            "files": files,
+            "file_bytes": 40_000_000,
+            "slice_files_mean": mean,
+            "slice_files_max": most,
+            "spark_steps": [{"step": "checks", "jobs": 1, "seconds": 2.0}],
+        }
+
+    document = {
+        "command": "python -m benchmarks.ingest_rate --rows 1000000",
+        "machine_before": {"cpus": 2, "load_average_1_5_15": [0.1, 0.1, 0.1]},
+        "spark_start_seconds": 5.0,
+        "registered_tables": 1000,
+        "results": [
+            {
+                "format": "parquet",
+                "rows": 1_000_000,
+                "data_files": 4,
+                "sides": [side(ingest_rate.PEER, 20.0, 8, 1.2, 2), side(ingest_rate.OURS, 15.0, 2, 1.0, 1)],
+            }
+        ],
+    }
+    rows = [line for line in ingest_rate.markdown(document).splitlines() if line.startswith("| parquet")]
+    assert [row.split(" | ")[3:8] for row in rows] == [
+        ["global sort", "20.0", "20.0, 21.0", "50,000", "1.00"],
+        ["key ranges", "15.0", "15.0, 16.0", "66,667", "0.75"],
+    ]
+    assert rows[1].endswith("| 2 | 40.0 | 1 / 1 |")
