@@ -32,9 +32,10 @@ from pyspark.sql import functions as F
 from core.registry import TableRegistry
 from inventory.usage import CURRENT
 
-# About this many rows a file: a row of the inventory is about 150 bytes in Spark's shuffle, so
-# this is about the 64 MB that adaptive execution coalesces a global sort's partitions to.
+# About this many rows a file: 33.5 MB of Parquet in the ingest benchmark's delivery
 ROWS_PER_FILE = 500_000
+# but a delivery is cut into as many files as Spark has task slots, down to this many rows a file
+MIN_ROWS_PER_FILE = 100_000
 # Files with more rows than this (when ``spark.sql.shuffle.partitions`` allows fewer files) span
 # several Parquet row groups, and are sorted by key inside
 SORTED_ABOVE_ROWS = 1_000_000
@@ -184,10 +185,12 @@ def laid_out(rows: DataFrame, ranges: Sequence[KeyRange] | None, rows_per_file: 
 
 
 def write_partitions(spark: SparkSession, rows: int) -> int:
-    """How many files to cut ``rows`` into: one per :data:`ROWS_PER_FILE`, at most Spark's
-    ``spark.sql.shuffle.partitions``."""
+    """How many files to cut ``rows`` into: one per :data:`ROWS_PER_FILE`, and at least one per
+    task slot while a file keeps :data:`MIN_ROWS_PER_FILE` (so that every core writes), at most
+    Spark's ``spark.sql.shuffle.partitions``."""
     try:
         configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
     except ValueError:  # "auto" (Databricks): Spark's own default
         configured = 200
-    return max(1, min(configured, math.ceil(rows / ROWS_PER_FILE)))
+    slots = min(spark.sparkContext.defaultParallelism, math.ceil(rows / MIN_ROWS_PER_FILE))
+    return max(1, min(configured, max(math.ceil(rows / ROWS_PER_FILE), slots)))
