@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -13,6 +14,8 @@ from pathlib import Path
 import pyspark
 import pytest
 from delta.tables import DeltaTable
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from core.paths import StorageLocation
@@ -794,3 +797,48 @@ def test_ingest_writes_files_of_contiguous_key_ranges(
         for t in (1, 2, 3):  # the files a slice of table t reads: one
             prefix = f"warehouse/t{t}/"
             assert sum(1 for low, high, _ in files if low < f"warehouse/t{t}0" and high >= prefix) == 1
+
+
+_COMPONENTS = st.sampled_from(["a", "b", "t", "t0", "é", "\U0001f600", "x y", "%2B", "=", "\uffff"])
+_KEYS = st.lists(st.lists(_COMPONENTS, min_size=1, max_size=4).map("/".join), min_size=1, max_size=60)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@example(keys=["t/a", "t/b", "t0/a", "t0"], table_picks=[0], partitions=4)  # keys just past a split table
+@given(keys=_KEYS, table_picks=st.lists(st.integers(0, 59), max_size=6), partitions=st.integers(1, 8))
+def test_every_table_s_keys_fall_in_one_range_and_a_split_range_holds_one_table(
+    keys, table_picks, partitions
+):
+    """Ranges from groups counted as the checking job counts them (a key belongs to the table whose
+    path and ``/`` start it; the others to their top-level prefix), looked up as the write does
+    (the last lower bound at or below the key): a table's keys share one range, and a range of
+    several parts holds that one table's keys only."""
+    tables: list[str] = []
+    for pick in table_picks:  # registered paths: folders of the keys, none inside another
+        parts = keys[pick % len(keys)].split("/")[:-1]
+        path = "/".join(parts[: 1 + pick % max(1, len(parts))]) if parts else ""
+        if path and not any(
+            path == t or path.startswith(t + "/") or t.startswith(path + "/") for t in tables
+        ):
+            tables.append(path)
+    owner = {key: next((t for t in tables if key.startswith(t + "/")), None) for key in keys}
+    counts: dict[tuple[str, str | None], int] = {}
+    for key, table in owner.items():
+        group = (
+            (f"{table}/", f"{table}0") if table else ((key.split("/")[0] + "/") if "/" in key else "", None)
+        )
+        counts[group] = counts.get(group, 0) + 1
+    ranges = key_ranges([KeyGroup(start, n, end) for (start, end), n in counts.items()], partitions)
+    if ranges is None:  # only for an untagged group too big for a range
+        target = -(-len(owner) // partitions)
+        assert any(end is None and n > target for (_, end), n in counts.items())
+        return
+    lowers = [r.lower for r in ranges]
+    assert lowers[0] == "" and lowers == sorted(set(lowers))
+    index = {key: bisect.bisect_right(lowers, key) - 1 for key in owner}
+    for table in tables:
+        assert len({index[key] for key in owner if owner[key] == table}) <= 1
+    for i, key_range in enumerate(ranges):
+        if key_range.parts > 1:
+            assert len({owner[key] for key in owner if index[key] == i}) == 1
+            assert None not in {owner[key] for key in owner if index[key] == i}
