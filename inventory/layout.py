@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -171,7 +170,7 @@ def laid_out(rows: DataFrame, ranges: Sequence[KeyRange] | None, rows_per_file: 
     some and Spark gives a value for every partition, else by a global sort. Files of more than
     :data:`SORTED_ABOVE_ROWS` rows (``rows_per_file``) are sorted by key inside."""
     if ranges:
-        partitions = reduce(lambda total, key_range: total + key_range.parts, ranges, 0)
+        partitions = sum(key_range.parts for key_range in ranges)
         values = partition_values(rows.sparkSession, partitions)
         if values is not None:
             spread = rows.repartition(partitions, range_partition(ranges, values))
