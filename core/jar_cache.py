@@ -36,9 +36,13 @@ RESOLVE_VARIABLE = "INVENTORY_VACUUM_RESOLVE_JARS"
 def cache_file(packages: Sequence[str], spark_version: str) -> Path:
     """Where the list of ``packages``' jars is kept: ``$XDG_CACHE_HOME/inventory-vacuum`` (else
     ``~/.cache/inventory-vacuum``), one file per set of packages and Spark version."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inventory-vacuum"
     digest = hashlib.sha256("\n".join([spark_version, *packages]).encode()).hexdigest()[:16]
-    return base / f"jars-{digest}.json"
+    return cache_folder() / f"jars-{digest}.json"
+
+
+def cache_folder() -> Path:
+    """``$XDG_CACHE_HOME/inventory-vacuum``, else ``~/.cache/inventory-vacuum``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inventory-vacuum"
 
 
 def cached_jars(packages: Sequence[str], spark_version: str) -> list[str] | None:

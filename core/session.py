@@ -22,13 +22,14 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from core import class_archive
 from core.errors import ConfigError
 from core.jar_cache import cached_jars, remember_jars
 
@@ -179,6 +180,7 @@ def build_spark_session(
     extra_conf: Mapping[str, str] | None = None,
     *,
     resolve_jars: bool = False,
+    java_options: Sequence[str] = (),
 ) -> SparkSession:
     """Return the SparkSession for a job (or the active one, reconfigured for S3).
 
@@ -187,6 +189,10 @@ def build_spark_session(
     for the same packages last time are loaded directly (:mod:`core.jar_cache`); ``resolve_jars``
     makes Ivy resolve them again. Python workers run :func:`worker_python`, and
     on a cluster master the package is shipped to the executors (:func:`ship_package`).
+
+    A local JVM that Python starts on the cached jars maps their classes from the class-data
+    archive ``fetch-jars`` made (:mod:`core.class_archive`), and gets ``java_options`` too; both
+    go before the user's own ``spark.driver.defaultJavaOptions``, so the user's win.
 
     When Python starts the JVM itself, the JVM logs with the package's ``log4j2.properties``
     (warnings and errors), and with ``INVENTORY_VACUUM_JVM_LOG=FILE`` everything the JVM prints
@@ -259,6 +265,9 @@ def build_spark_session(
         # SPARK_DIST_CLASSPATH after Spark's own jars: a class both have loads from Spark's, as it
         # does with spark.jars (a child class loader).
         appended_classpath = os.pathsep.join(cached)
+        options = [*java_options, *class_archive.start_options(cached, pyspark.__version__)]
+        if options:
+            builder = builder.config("spark.driver.defaultJavaOptions", _driver_java_options(options))
     elif cached is not None:
         builder = builder.config("spark.jars", ",".join(cached))
     elif resolving:
@@ -327,6 +336,36 @@ def _jvm_log_tail() -> str:
             return "".join(log_file.readlines()[-60:])
     except OSError:
         return ""
+
+
+def _driver_java_options(options: Sequence[str]) -> str:
+    """``options`` (each quoted for Spark's launcher when it holds a space) before the
+    ``spark.driver.defaultJavaOptions`` of the user's ``spark-defaults.conf``, which this setting
+    would otherwise replace: the JVM takes the last of two values of an option, the user's."""
+    quoted = [f'"{option}"' if " " in option else option for option in options]
+    return " ".join([*quoted, *filter(None, [_spark_defaults().get("spark.driver.defaultJavaOptions")])])
+
+
+def _spark_defaults() -> dict[str, str]:
+    """The settings of the ``spark-defaults.conf`` Spark's launcher reads
+    (:func:`~core.class_archive.launcher_conf_folder`): ``key value`` or ``key=value`` lines."""
+    folder = class_archive.launcher_conf_folder()
+    settings: dict[str, str] = {}
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as defaults:
+            for line in defaults:
+                match = re.fullmatch(r"\s*([^#!\s=:][^\s=:]*)\s*[=:\s]\s*(.*?)\s*", line.rstrip("\n"))
+                if match:
+                    settings[match.group(1)] = match.group(2)
+    except OSError:
+        pass
+    return settings
+
+
+def starts_local_jvm() -> bool:
+    """Whether a session built now would start a local JVM of this process's own (not under
+    spark-submit, no ``--master`` given): the JVM the class-data archive is made for."""
+    return _jvm_is_local_and_ours(_submitted_conf(), None)
 
 
 def _jvm_is_local_and_ours(submitted: Mapping[str, str], extra_conf: Mapping[str, str] | None) -> bool:

@@ -93,8 +93,10 @@ def test_a_command_prints_its_answer_and_nothing_of_ivy_or_the_jdk(tmp_path):
 
 
 def test_a_warm_machine_starts_spark_without_ivy(tmp_path):
-    """fetch-jars resolves with Ivy and keeps the list of jar files; the next command loads them
-    directly (no Ivy report in its log) and runs Delta; a jar changed since sends it back to Ivy."""
+    """fetch-jars resolves with Ivy and keeps the list of jar files, and makes the JVM's
+    class-data archive of them; the next command loads the jars directly (no Ivy report in its
+    log), maps their classes from the archive, and runs Delta; a jar changed since sends it back
+    to Ivy."""
     cache = tmp_path / "cache"
     fetched = _command(
         "fetch-jars", "--json", "--log-file", str(tmp_path / "fetch.log"), XDG_CACHE_HOME=str(cache)
@@ -104,6 +106,9 @@ def test_a_warm_machine_starts_spark_without_ivy(tmp_path):
     [kept] = (cache / "inventory-vacuum").glob("jars-*.json")
     jars = json.loads(kept.read_text())["jars"]
     assert any("delta-spark" in jar["path"] for jar in jars) and all(Path(j["path"]).is_file() for j in jars)
+    [archive] = (cache / "inventory-vacuum").glob("classes-*.jsa")
+    assert json.loads(fetched.stdout)["class_archive"] == str(archive)
+    assert not list((cache / "inventory-vacuum").glob(".classes-*")), "a temporary file left behind"
 
     def vacuum_start(log: Path) -> str:
         registry = tmp_path / "tables.yaml"
@@ -129,13 +134,21 @@ def test_a_warm_machine_starts_spark_without_ivy(tmp_path):
         " 'jackson': s._jvm.com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION.toString()}))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK")}
+    loaded = tmp_path / "classes-loaded.txt"  # the JVM's own record of where each class came from
     started = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO, env={**env, "XDG_CACHE_HOME": str(cache)},
+        [sys.executable, "-c", probe], cwd=REPO,
+        env={**env, "XDG_CACHE_HOME": str(cache),
+             "PYSPARK_SUBMIT_ARGS": f"--driver-java-options -Xlog:class+load=info:file={loaded} pyspark-shell"},
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr[-3000:]
     session = json.loads(started.stdout.strip().splitlines()[-1])
     assert session["jars"] == "" and session["copied"] == [], session
+    from_archive = [
+        line for line in loaded.read_text().splitlines() if "source: shared objects file (top)" in line
+    ]
+    assert any(" io.delta.sql.DeltaSparkSessionExtension " in line for line in from_archive), from_archive[:5]
+    assert len(from_archive) > 1000, len(from_archive)  # Spark's own, not only Delta's
     classpath = session["classpath"].split(os.pathsep)
     ours = [i for i, entry in enumerate(classpath) if "delta-spark" in entry or "hadoop-aws" in entry]
     spark_core = [i for i, entry in enumerate(classpath) if "spark-core" in entry or entry.endswith("jars/*")]
@@ -145,6 +158,46 @@ def test_a_warm_machine_starts_spark_without_ivy(tmp_path):
     document["jars"][0]["size"] += 1  # as if the jar had been downloaded again since
     kept.write_text(json.dumps(document))
     assert ":: resolution report ::" in vacuum_start(tmp_path / "changed.log")
+
+
+@pytest.mark.spark_independent
+def test_the_class_archive_goes_before_the_user_s_java_options_and_a_failed_one_is_never_named(
+    tmp_path, monkeypatch
+):
+    """The archive's option goes before the user's spark.driver.defaultJavaOptions (the JVM
+    takes the last of two values); a child that fails leaves no archive and no temporary file."""
+    from core import class_archive, session
+
+    conf = tmp_path / "conf dir"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(
+        "# comment\nspark.driver.defaultJavaOptions   -Xss4m -XX:SharedArchiveFile=/mine.jsa\n"
+    )
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    assert (
+        session._driver_java_options(["-XX:SharedArchiveFile=/a b/c.jsa"])
+        == '"-XX:SharedArchiveFile=/a b/c.jsa" -Xss4m -XX:SharedArchiveFile=/mine.jsa'
+    )
+    # a child that writes half an archive and fails: a JVM that maps half an archive dies, so
+    # nothing may carry the name
+    child = tmp_path / "child"
+    child.write_text('#!/bin/sh\nprintf half > "$3"\nexit 1\n')  # argv: -m core.class_archive FILE
+    child.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(child))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(class_archive.SWITCH_VARIABLE, raising=False)
+    jars = [str(tmp_path / "some.jar")]
+    assert class_archive.archive_file(jars, "4.2.0") is not None  # a Java is there
+    assert class_archive.create(jars, "4.2.0") is None
+    assert list((tmp_path / "cache" / "inventory-vacuum").iterdir()) == []
+    assert class_archive.start_options(jars, "4.2.0") == []
+    # an archive under the name is used, unless turned off
+    archive = class_archive.archive_file(jars, "4.2.0")
+    assert archive is not None
+    archive.write_bytes(b"made by a JVM")
+    assert class_archive.start_options(jars, "4.2.0") == [f"-XX:SharedArchiveFile={archive}"]
+    monkeypatch.setenv(class_archive.SWITCH_VARIABLE, "0")
+    assert class_archive.start_options(jars, "4.2.0") == []
 
 
 def test_a_failing_command_names_its_log_file(tmp_path):

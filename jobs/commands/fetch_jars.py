@@ -22,19 +22,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class _Fetched:
-    def __init__(self, packages: list[str]) -> None:
+    def __init__(self, packages: list[str], class_archive: str | None) -> None:
         self.packages = packages
+        self.class_archive = class_archive
 
     def to_dict(self) -> dict[str, Any]:
-        return {"packages": self.packages, "cached": True}
+        return {"packages": self.packages, "cached": True, "class_archive": self.class_archive}
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
-    from core.session import build_spark_session, jvm_packages
+    import pyspark
 
+    from core import class_archive
+    from core.jar_cache import cached_jars
+    from core.session import build_spark_session, jvm_packages, starts_local_jvm
+
+    local = starts_local_jvm()
     spark = build_spark_session("inventory-vacuum fetch-jars", resolve_jars=True)
     # a Delta write proves the jars load, not only that they were downloaded
     with tempfile.TemporaryDirectory(prefix="inventory-vacuum-jar-check-") as folder:
         spark.range(1).write.format("delta").save(f"{folder}/table")
-    output.show(NAME, _Fetched(jvm_packages()))
+    archive = None
+    jars = cached_jars(jvm_packages(), pyspark.__version__)
+    if local and jars is not None:
+        # for the local JVMs of later commands (a cluster's driver is started by spark-submit)
+        archive = class_archive.create(jars, pyspark.__version__)
+    output.show(NAME, _Fetched(jvm_packages(), str(archive) if archive else None))
     return 0

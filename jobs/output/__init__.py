@@ -96,7 +96,11 @@ class ConsoleOutput:
         return [json.dumps(data, indent=2)]
 
     def _fetch_jars(self, data: dict[str, Any]) -> list[str]:
-        return [f"in the local Ivy cache and loading: {', '.join(data['packages'])}"]
+        archive = data.get("class_archive")
+        return [
+            f"in the local Ivy cache and loading: {', '.join(data['packages'])}"
+            + (f"; the JVM's classes archived in {archive}" if archive else "")
+        ]
 
     def _ingest(self, data: dict[str, Any]) -> list[str]:
         lines = []

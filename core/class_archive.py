@@ -1,0 +1,177 @@
+"""The JVM's class-data archive for local-mode starts: the classes of Spark, Delta and the other
+jars mapped from one file, not found, read and verified one jar entry at a time.
+
+A fresh driver JVM loads some 20,000 classes before its first answer. Java's application
+class-data sharing (AppCDS, JDK 13 on) keeps them: a JVM started with
+``-XX:ArchiveClassesAtExit=FILE`` writes the classes it loaded into FILE as it exits, and a later
+JVM of the same Java and class path started with ``-XX:SharedArchiveFile=FILE`` maps them. On this
+project's 2-core machine a one-table dry run spends about 4 s less between Spark's start and its
+first job (``benchmarks/one_table.py``).
+
+``inventory-vacuum fetch-jars`` makes the archive once the jars are resolved (:func:`create`):
+a child process starts a local session on the class path every later command uses, runs a small
+Delta workload (a write, a delete, an inventory VACUUM dry run) and exits. Its JVM writes the
+archive to a temporary file, which takes the archive's name only after that JVM has exited with
+status 0: a JVM that maps a truncated archive dies (SIGBUS), so a half-written file must never
+carry the name. A local session whose JVM Python starts with the cached jars
+(:func:`core.session.build_spark_session`) then uses it (:func:`start_options`).
+
+The archive is kept beside the jar list (:mod:`core.jar_cache`), named by a digest of the Java
+executable (its path, size and modification time), the Spark version and the jar files. The JVM
+checks the class path and each jar's size and time itself: on any mismatch it runs without the
+archive, with one warning line in its log. ``INVENTORY_VACUUM_CLASS_ARCHIVE=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from core.jar_cache import cache_folder
+
+log = logging.getLogger("inventory_vacuum")
+
+SWITCH_VARIABLE = "INVENTORY_VACUUM_CLASS_ARCHIVE"
+# the child's JVM writes a few hundred MB at its exit; a start on a warm machine takes seconds
+_CREATE_TIMEOUT_SECONDS = 900
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH_VARIABLE, "").strip().lower() not in ("0", "false", "no", "off")
+
+
+def java_executable() -> Path | None:
+    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the first on ``PATH``."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not found or not os.path.isfile(found):
+        return None
+    return Path(os.path.realpath(found))
+
+
+def archive_file(jars: Sequence[str], spark_version: str) -> Path | None:
+    """Where the archive of this Java, Spark version and jar list is kept (None: no Java found)."""
+    java = java_executable()
+    if java is None:
+        return None
+    stat = java.stat()
+    # the launcher's class path begins with its configuration folder: another one is another path
+    key = "\n".join(
+        [spark_version, str(java), str(stat.st_size), str(stat.st_mtime_ns), launcher_conf_folder(), *jars]
+    )
+    return cache_folder() / f"classes-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
+def launcher_conf_folder() -> str:
+    """The configuration folder Spark's launcher reads, and puts first on the JVM's class path:
+    ``SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``, else pyspark's own ``conf``."""
+    import pyspark
+
+    return os.environ.get("SPARK_CONF_DIR") or os.path.join(
+        os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__), "conf"
+    )
+
+
+def start_options(jars: Sequence[str], spark_version: str) -> list[str]:
+    """The JVM options that map the archive of ``jars``, or none when there is no archive."""
+    if not enabled():
+        return []
+    path = archive_file(jars, spark_version)
+    if path is None or not path.is_file():
+        return []
+    return [f"-XX:SharedArchiveFile={path}"]
+
+
+def create(jars: Sequence[str], spark_version: str) -> Path | None:
+    """Make the archive of ``jars`` in a child process (see the module's text); return its path,
+    or None when it is turned off, there is no Java, or the child failed (logged: a start without
+    an archive is only slower)."""
+    target = archive_file(jars, spark_version) if enabled() else None
+    if target is None:
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".classes-", suffix=".jsa")
+    os.close(descriptor)
+    os.unlink(temporary)  # the JVM creates it at its exit
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        # the child starts its own local JVM on the cached jars
+        if key not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "PYSPARK_SUBMIT_ARGS")
+    }
+    environment[SWITCH_VARIABLE] = "0"  # an archive is made on the plain class path, not on another
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "core.class_archive", temporary],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=_CREATE_TIMEOUT_SECONDS,
+            check=False,
+        )
+        if completed.returncode != 0 or not os.path.isfile(temporary) or os.path.getsize(temporary) == 0:
+            log.warning(
+                "no class-data archive (the JVM starts without one): status %s, %s",
+                completed.returncode,
+                (completed.stderr.strip().splitlines() or ["no output"])[-1],
+            )
+            return None
+        os.replace(temporary, target)
+        return target
+    except (OSError, subprocess.SubprocessError) as error:
+        log.warning("no class-data archive (the JVM starts without one): %s", error)
+        return None
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+
+
+def _train(temporary: str) -> int:
+    """The child of :func:`create`: a local session that writes its loaded classes to
+    ``temporary`` at its JVM's exit, a small Delta workload, then that exit, waited for."""
+    from pyspark import SparkContext
+
+    from core.session import build_spark_session
+
+    spark = build_spark_session(
+        "inventory-vacuum class archive",
+        {"spark.databricks.delta.retentionDurationCheck.enabled": "false"},
+        # without the warnings of each class it leaves out (signed jars, old class files)
+        java_options=[f"-XX:ArchiveClassesAtExit={temporary}", "-Xlog:cds=error"],
+    )
+    with tempfile.TemporaryDirectory(prefix="inventory-vacuum-classes-") as folder:
+        table = f"{folder}/table"
+        frame = spark.range(200).selectExpr("id", "cast(id % 4 as string) as part")
+        frame.write.format("delta").partitionBy("part").save(table)
+        frame.write.format("delta").mode("append").partitionBy("part").save(table)
+        spark.sql(f"DELETE FROM delta.`{table}` WHERE id < 50")
+        files = [
+            (f"file:{os.path.join(root, name)}", os.path.getsize(os.path.join(root, name)), False, 0)
+            for root, _, names in os.walk(table)
+            for name in names
+        ]
+        inventory = spark.createDataFrame(
+            files, "path string, length long, isDir boolean, modificationTime long"
+        )
+        inventory.createOrReplaceTempView("class_archive_inventory")
+        spark.sql(
+            f"VACUUM delta.`{table}` USING INVENTORY (SELECT * FROM class_archive_inventory) RETAIN 0 HOURS DRY RUN"
+        ).groupBy().count().collect()
+        spark.read.format("delta").load(table).groupBy("part").count().collect()
+    spark.stop()
+    gateway = SparkContext._gateway  # type: ignore[attr-defined]
+    assert gateway is not None
+    process = gateway.proc
+    gateway.shutdown()
+    process.stdin.close()  # the gateway's JVM exits when its standard input closes
+    return process.wait(timeout=_CREATE_TIMEOUT_SECONDS)
+
+
+if __name__ == "__main__":
+    sys.exit(_train(sys.argv[1]))
