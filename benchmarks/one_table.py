@@ -42,6 +42,7 @@ RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parent.parent
 SIDES = {
     "ours": "ours: `jobs.cli vacuum --dry-run` (inventory mode)",
+    "ours-no-archive": "ours, without the JVM's class-data archive (`INVENTORY_VACUUM_CLASS_ARCHIVE=0`)",
     "delta-rs": "delta-rs `vacuum(dry_run=True, full=True)`",
     "delta-sql": "Delta's listing `VACUUM ... DRY RUN`",
 }
@@ -222,7 +223,9 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         f"Each side is a fresh process, timed from its start to its exit; {document['rounds']} round(s), the sides "
         "in turn; the median. *JVM after exit*: how long the job's last process (Spark's JVM, ending the "
-        "application) ran on after Python's exit (not in the time). S3 requests: the median round's.",
+        "application) ran on after Python's exit (not in the time). S3 requests: the median round's. "
+        "The Spark sides map the JVM's classes from the archive `fetch-jars` made "
+        f"(`{Path(document['class_archive']).name}`), but for the side that turns it off.",
         "",
         "| side | median s | ÷ ours | each round s | to Spark app start s | JVM after exit s "
         "| candidates | = the garbage | S3 requests: table / other buckets |",
@@ -316,9 +319,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
     import pyarrow.parquet as pq
+    import pyspark
 
+    from core import class_archive
+    from core.jar_cache import cached_jars
     from core.paths import StorageLocation
     from core.s3 import s3_client
+    from core.session import jvm_packages
     from inventory.delivery_writer import snapshot_bucket
 
     started_at, before = datetime.now(timezone.utc), machine()
@@ -360,9 +367,15 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
                  + " pyspark-shell"}  # fmt: skip
         if side == "ours":
             return vacuum, child
+        if side == "ours-no-archive":
+            return vacuum, {**child, class_archive.SWITCH_VARIABLE: "0"}
         child["INVENTORY_VACUUM_JVM_LOG"] = str(work / f"{tag}.log")  # the JVM's output, as the CLI does
         return [sys.executable, "-c", DELTA_SQL, "s3a://" + table.uri.split("://", 1)[1], hours, out], child
 
+    jars = cached_jars(jvm_packages(), pyspark.__version__)
+    archive = class_archive.start_options(jars, pyspark.__version__) if jars else []
+    if not archive:
+        raise Failure("no class-data archive of the cached jars: run `inventory-vacuum fetch-jars` first")
     log.info("ours once with --candidates: its candidate set (not timed; warms the file cache)")
     timed_process([*vacuum, "--candidates", str(work / "ours.parquet")], env, work / "ours-set.out")
     sets = {"ours": {_relative(p, table) for p in pq.read_table(work / "ours.parquet")["path"].to_pylist()}}
@@ -380,9 +393,10 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
                 "table_requests": sum(c for (b, _, _), c in counts.items() if b == BUCKET),
                 "other_requests": sum(c for (b, _, _), c in counts.items() if b != BUCKET),
             }
-            if side == "ours":
+            if side.startswith("ours"):
                 report = json.loads((work / f"{tag}.out").read_text())
                 record["candidates"] = report["tables"][0]["planned_files"]
+                record["matches_garbage"] = record["candidates"] == len(garbage)  # the set: sets["ours"]
                 record |= our_details(timing, work / f"events-{tag}")
             else:
                 sets[side] = {_relative(p, table) for p in json.loads((work / f"{tag}.json").read_text())}
@@ -391,13 +405,14 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
                     app_start = read_event_log(work / f"events-{tag}")["app_start_ms"]
                     record["to_app_start_seconds"] = round((app_start - timing["start_ms"]) / 1000, 3)
             rounds[side].append(record)
-            log.info("round %d %s: %.1f s, %d candidates", number, side, record["seconds"], len(sets[side]))
+            log.info("round %d %s: %.1f s, %d candidates", number, side, record["seconds"], record["candidates"])
     sides: dict[str, dict[str, Any]] = {}
     for side, records in rounds.items():
         middle = sorted(records, key=lambda r: r["seconds"])[(len(records) - 1) // 2]  # of 2: the faster
         sides[side] = {f"median_{key}": round(statistics.median(r[key] for r in records), 3) for key in TIMES if key in middle}  # fmt: skip
         sides[side] |= {"seconds_each": [r["seconds"] for r in records], "rounds": records, "median_round": middle,
-                        "matches_garbage": sets[side] == garbage and all(r.get("matches_garbage", 1) for r in records)}  # fmt: skip
+                        "matches_garbage": sets["ours" if side.startswith("ours") else side] == garbage
+                        and all(r.get("matches_garbage", 1) for r in records)}  # fmt: skip
     return {
         **run_header("one_table", started_at, before),
         "code": code_version(),
@@ -407,6 +422,7 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
         "inventory_objects": objects,
         "ingest_seconds": round((ingest["exit_ms"] - ingest["start_ms"]) / 1000, 2),
         "retention": RETENTION.format(hours=args.retain_hours),
+        "class_archive": archive[0].split("=", 1)[1],
         "differences": differences(sets, category),
         "sides": sides,
     }  # fmt: skip

@@ -1,12 +1,12 @@
 """The JVM's class-data archive for local-mode starts: the classes of Spark, Delta and the other
 jars mapped from one file, not found, read and verified one jar entry at a time.
 
-A fresh driver JVM loads some 20,000 classes before its first answer. Java's application
+A fresh driver JVM loads some 11,000 classes just to start a session. Java's application
 class-data sharing (AppCDS, JDK 13 on) keeps them: a JVM started with
 ``-XX:ArchiveClassesAtExit=FILE`` writes the classes it loaded into FILE as it exits, and a later
 JVM of the same Java and class path started with ``-XX:SharedArchiveFile=FILE`` maps them. On this
-project's 2-core machine a one-table dry run spends about 4 s less between Spark's start and its
-first job (``benchmarks/one_table.py``).
+project's 2-core machine a one-table dry run in a fresh process takes 22.6 s with it and 28.3 s
+without (``benchmarks/one_table.py``, the median of 3 rounds).
 
 ``inventory-vacuum fetch-jars`` makes the archive once the jars are resolved (:func:`create`):
 a child process starts a local session on the class path every later command uses, runs a small

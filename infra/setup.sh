@@ -22,7 +22,7 @@ step_done() {
 step 1 "installing inventory-vacuum and its pinned stack (pyspark, delta-spark, boto3, ...) into .venv; the first time takes minutes"
 ensure_venv
 step_done
-step 2 "fetching the Delta and hadoop-aws jars from Maven Central into the Ivy cache (~/.ivy2.5.2)"
+step 2 "fetching the Delta and hadoop-aws jars from Maven Central into the Ivy cache (~/.ivy2.5.2), and archiving the JVM's classes"
 .venv/bin/inventory-vacuum fetch-jars
 step_done
 step 3 "demo: local Spark + embedded S3 (moto on 127.0.0.1) + generated Delta tables"
