@@ -170,7 +170,11 @@ def _train(temporary: str) -> int:
     process = gateway.proc
     gateway.shutdown()
     process.stdin.close()  # the gateway's JVM exits when its standard input closes
-    return process.wait(timeout=_CREATE_TIMEOUT_SECONDS)
+    try:
+        return process.wait(timeout=_CREATE_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()  # its archive is not used: the caller names only what a clean exit wrote
+        return 1
 
 
 if __name__ == "__main__":

@@ -164,25 +164,32 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     shuffle setting: sized to a small table's objects it would be one task for all its deletes."""
     from vacuum.tuning import adaptive_off_until_sized, size_shuffles, unsize_shuffles
 
+    broadcast = "spark.sql.autoBroadcastJoinThreshold"
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "200")
+    session.conf.set(broadcast, "20MB")  # the user's own
     size_shuffles(session, 1_000)
-    # the plan: one partition, and no adaptive execution (a Spark job per query stage)
+    # the plan: one partition, and no adaptive execution (a Spark job per query stage) and no
+    # automatic broadcast (a Spark job per broadcast)
     assert session.conf.get("spark.sql.shuffle.partitions") == "1"
     assert session.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert session.conf.get(broadcast) == "-1"
     unsize_shuffles(session)
     assert session.conf.get("spark.sql.shuffle.partitions") == "200"  # the delete
     assert session.conf.get("spark.sql.adaptive.enabled") == "true"
-    # a table of more than one partition gets adaptive execution back, which its snapshot and
-    # inventory figures ran without
+    assert session.conf.get(broadcast) == "20MB"
+    # a table of more than one partition gets adaptive execution and broadcasts back, which its
+    # snapshot and inventory figures ran without
     big = spark.newSession()
     big.conf.set("spark.sql.shuffle.partitions", "200")
+    default_broadcast = big.conf.get(broadcast)
     adaptive_off_until_sized(big)
-    assert big.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert big.conf.get("spark.sql.adaptive.enabled") == "false" and big.conf.get(broadcast) == "-1"
     cores = spark.sparkContext.defaultParallelism
     size_shuffles(big, 50_000 * (cores + 1))  # a partition per 50k objects: more than one wave
     assert big.conf.get("spark.sql.shuffle.partitions") == str(cores + 1)
     assert big.conf.get("spark.sql.adaptive.enabled") == "true"
+    assert big.conf.get(broadcast) == default_broadcast != "-1"
     # one wave of tasks (no more partitions than cores) has nothing for adaptive execution to coalesce
     wave = spark.newSession()
     wave.conf.set("spark.sql.shuffle.partitions", "200")
@@ -196,9 +203,10 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     small = spark.newSession()
     adaptive_off_until_sized(small)
     size_shuffles(small, 1_000)
-    assert small.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert small.conf.get("spark.sql.adaptive.enabled") == "false" and small.conf.get(broadcast) == "-1"
     unsize_shuffles(small)
     assert small.conf.get("spark.sql.adaptive.enabled") == "true"
+    assert small.conf.get(broadcast) == default_broadcast
     # a session never sized (a list-mode table has no inventory figures): nothing to restore
     untouched = spark.newSession()
     untouched.conf.set("spark.sql.shuffle.partitions", "64")
