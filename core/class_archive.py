@@ -24,13 +24,16 @@ archive, with one warning line in its log. ``INVENTORY_VACUUM_CLASS_ARCHIVE=0`` 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -79,9 +82,38 @@ def launcher_conf_folder() -> str:
     )
 
 
-def start_options(jars: Sequence[str], spark_version: str) -> list[str]:
-    """The JVM options that map the archive of ``jars``, or none when there is no archive."""
+def not_usable() -> str | None:
+    """Why no archive can be made or mapped here, or None.
+
+    * The launcher's configuration folder has files: it is first on the JVM's class path, and
+      Java neither writes nor maps an archive with a non-empty folder there. (So there is no
+      ``spark-defaults.conf`` whose ``spark.driver.defaultJavaOptions`` the archive's option,
+      given as that setting, would replace.)
+    * ``PYSPARK_SUBMIT_ARGS`` names a properties file or that setting: the user's options, which
+      the archive's would replace.
+    * The cache folder's path holds a quote or a backslash, which Spark's launcher reads as
+      quoting in an option string.
+    """
     if not enabled():
+        return f"{SWITCH_VARIABLE}=0"
+    folder = Path(launcher_conf_folder())
+    try:
+        if folder.is_dir() and any(folder.iterdir()):
+            return f"the Spark configuration folder {folder} is not empty"
+    except OSError as error:
+        return f"the Spark configuration folder {folder} cannot be read: {error}"
+    submitted = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    if "--properties-file" in submitted or "spark.driver.defaultJavaOptions" in submitted:
+        return "PYSPARK_SUBMIT_ARGS gives the driver's default Java options"
+    if any(character in str(cache_folder()) for character in "'\"\\"):
+        return f"the cache folder {cache_folder()} has a quote or a backslash in its path"
+    return None
+
+
+def start_options(jars: Sequence[str], spark_version: str) -> list[str]:
+    """The JVM options that map the archive of ``jars``, or none when there is no archive (or
+    it cannot be used here: :func:`not_usable`)."""
+    if not_usable() is not None:
         return []
     path = archive_file(jars, spark_version)
     if path is None or not path.is_file():
@@ -91,12 +123,15 @@ def start_options(jars: Sequence[str], spark_version: str) -> list[str]:
 
 def create(jars: Sequence[str], spark_version: str) -> Path | None:
     """Make the archive of ``jars`` in a child process (see the module's text); return its path,
-    or None when it is turned off, there is no Java, or the child failed (logged: a start without
-    an archive is only slower)."""
-    target = archive_file(jars, spark_version) if enabled() else None
+    or None when it cannot be used here (:func:`not_usable`), there is no Java, or the child
+    failed (logged: a start without an archive is only slower)."""
+    reason = not_usable()
+    target = archive_file(jars, spark_version) if reason is None else None
     if target is None:
+        log.warning("no class-data archive (the JVM starts without one): %s", reason or "no Java found")
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(target.parent)
     descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".classes-", suffix=".jsa")
     os.close(descriptor)
     os.unlink(temporary)  # the JVM creates it at its exit
@@ -108,28 +143,66 @@ def create(jars: Sequence[str], spark_version: str) -> Path | None:
     }
     environment[SWITCH_VARIABLE] = "0"  # an archive is made on the plain class path, not on another
     try:
-        completed = subprocess.run(
+        # its own process group: on a timeout its JVM goes too, not only the Python child
+        child = subprocess.Popen(
             [sys.executable, "-m", "core.class_archive", temporary],
             env=environment,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=_CREATE_TIMEOUT_SECONDS,
-            check=False,
+            errors="replace",
+            start_new_session=True,
         )
-        if completed.returncode != 0 or not os.path.isfile(temporary) or os.path.getsize(temporary) == 0:
+        try:
+            output, _ = child.communicate(timeout=_CREATE_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            output, _ = child.communicate()
             log.warning(
-                "no class-data archive (the JVM starts without one): status %s, %s",
-                completed.returncode,
-                (completed.stderr.strip().splitlines() or ["no output"])[-1],
+                "no class-data archive (the JVM starts without one): no exit in %d s", _CREATE_TIMEOUT_SECONDS
             )
             return None
+        if child.returncode != 0 or not os.path.isfile(temporary) or os.path.getsize(temporary) == 0:
+            log.warning(
+                "no class-data archive (the JVM starts without one): status %s, %s",
+                child.returncode,
+                _reason(output),
+            )
+            return None
+        _flush(temporary)  # a crash after the rename must not leave half an archive under the name
         os.replace(temporary, target)
+        _flush(str(target.parent))
         return target
     except (OSError, subprocess.SubprocessError) as error:
         log.warning("no class-data archive (the JVM starts without one): %s", error)
         return None
     finally:
         Path(temporary).unlink(missing_ok=True)
+
+
+def _reason(output: str) -> str:
+    """The line of the child's output that says why it failed: the JVM's first error, else the
+    last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "[error]" in line or line.startswith("Error")]
+    return errors[0] if errors else (lines or ["no output"])[-1]
+
+
+def _flush(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Temporary archives a day old: left by a child killed before its cleanup."""
+    day_ago = time.time() - 86_400
+    for stale in folder.glob(".classes-*.jsa"):
+        with contextlib.suppress(OSError):
+            if stale.stat().st_mtime < day_ago:
+                stale.unlink()
 
 
 def _train(temporary: str) -> int:

@@ -191,8 +191,9 @@ def build_spark_session(
     on a cluster master the package is shipped to the executors (:func:`ship_package`).
 
     A local JVM that Python starts on the cached jars maps their classes from the class-data
-    archive ``fetch-jars`` made (:mod:`core.class_archive`), and gets ``java_options`` too; both
-    go before the user's own ``spark.driver.defaultJavaOptions``, so the user's win.
+    archive ``fetch-jars`` made (:mod:`core.class_archive`), and gets ``java_options`` too, as
+    ``spark.driver.defaultJavaOptions`` (only where no user setting of it can exist:
+    :func:`core.class_archive.not_usable`).
 
     When Python starts the JVM itself, the JVM logs with the package's ``log4j2.properties``
     (warnings and errors), and with ``INVENTORY_VACUUM_JVM_LOG=FILE`` everything the JVM prints
@@ -339,27 +340,9 @@ def _jvm_log_tail() -> str:
 
 
 def _driver_java_options(options: Sequence[str]) -> str:
-    """``options`` (each quoted for Spark's launcher when it holds a space) before the
-    ``spark.driver.defaultJavaOptions`` of the user's ``spark-defaults.conf``, which this setting
-    would otherwise replace: the JVM takes the last of two values of an option, the user's."""
-    quoted = [f'"{option}"' if " " in option else option for option in options]
-    return " ".join([*quoted, *filter(None, [_spark_defaults().get("spark.driver.defaultJavaOptions")])])
-
-
-def _spark_defaults() -> dict[str, str]:
-    """The settings of the ``spark-defaults.conf`` Spark's launcher reads
-    (:func:`~core.class_archive.launcher_conf_folder`): ``key value`` or ``key=value`` lines."""
-    folder = class_archive.launcher_conf_folder()
-    settings: dict[str, str] = {}
-    try:
-        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as defaults:
-            for line in defaults:
-                match = re.fullmatch(r"\s*([^#!\s=:][^\s=:]*)\s*[=:\s]\s*(.*?)\s*", line.rstrip("\n"))
-                if match:
-                    settings[match.group(1)] = match.group(2)
-    except OSError:
-        pass
-    return settings
+    """``options`` as one option string for Spark's launcher, an option with a space quoted (no
+    option here has a quote or a backslash: :func:`core.class_archive.not_usable`)."""
+    return " ".join(f'"{option}"' if " " in option else option for option in options)
 
 
 def starts_local_jvm() -> bool:

@@ -161,35 +161,31 @@ def test_a_warm_machine_starts_spark_without_ivy(tmp_path):
 
 
 @pytest.mark.spark_independent
-def test_the_class_archive_goes_before_the_user_s_java_options_and_a_failed_one_is_never_named(
-    tmp_path, monkeypatch
+def test_the_class_archive_is_named_only_after_a_clean_exit_and_used_only_where_it_can_be(
+    tmp_path, monkeypatch, caplog
 ):
-    """The archive's option goes before the user's spark.driver.defaultJavaOptions (the JVM
-    takes the last of two values); a child that fails leaves no archive and no temporary file."""
+    """A child that fails leaves no archive and no temporary file, and its JVM's error is the
+    reason logged; an archive is used only where the JVM can map it and no user option of the
+    same setting exists (an empty Spark configuration folder, no properties file)."""
     from core import class_archive, session
 
-    conf = tmp_path / "conf dir"
-    conf.mkdir()
-    (conf / "spark-defaults.conf").write_text(
-        "# comment\nspark.driver.defaultJavaOptions   -Xss4m -XX:SharedArchiveFile=/mine.jsa\n"
-    )
-    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
-    assert (
-        session._driver_java_options(["-XX:SharedArchiveFile=/a b/c.jsa"])
-        == '"-XX:SharedArchiveFile=/a b/c.jsa" -Xss4m -XX:SharedArchiveFile=/mine.jsa'
-    )
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no conf"))  # missing: nothing on the class path
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(class_archive.SWITCH_VARIABLE, raising=False)
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
     # a child that writes half an archive and fails: a JVM that maps half an archive dies, so
     # nothing may carry the name
     child = tmp_path / "child"
-    child.write_text('#!/bin/sh\nprintf half > "$3"\nexit 1\n')  # argv: -m core.class_archive FILE
+    child.write_text(  # argv: -m core.class_archive FILE
+        '#!/bin/sh\nprintf half > "$3"\necho "[0.1s][error][cds] Error: the JVM\'s reason"\necho last\nexit 1\n'
+    )
     child.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(child))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.delenv(class_archive.SWITCH_VARIABLE, raising=False)
     jars = [str(tmp_path / "some.jar")]
     assert class_archive.archive_file(jars, "4.2.0") is not None  # a Java is there
     assert class_archive.create(jars, "4.2.0") is None
     assert list((tmp_path / "cache" / "inventory-vacuum").iterdir()) == []
+    assert "[error][cds] Error: the JVM's reason" in caplog.text
     assert class_archive.start_options(jars, "4.2.0") == []
     # an archive under the name is used, unless turned off
     archive = class_archive.archive_file(jars, "4.2.0")
@@ -198,6 +194,26 @@ def test_the_class_archive_goes_before_the_user_s_java_options_and_a_failed_one_
     assert class_archive.start_options(jars, "4.2.0") == [f"-XX:SharedArchiveFile={archive}"]
     monkeypatch.setenv(class_archive.SWITCH_VARIABLE, "0")
     assert class_archive.start_options(jars, "4.2.0") == []
+    monkeypatch.delenv(class_archive.SWITCH_VARIABLE)
+    # the user's own default Java options, which the archive's setting would replace
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--properties-file /etc/spark.conf pyspark-shell")
+    assert class_archive.start_options(jars, "4.2.0") == []
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    # a configuration folder with a file: Java neither writes nor maps an archive then, and the
+    # file may set the driver's default Java options
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("spark.driver.defaultJavaOptions -Xss4m\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    assert class_archive.start_options(jars, "4.2.0") == []
+    assert "is not empty" in (class_archive.not_usable() or "")
+    # a quote in the cache folder's path would break the launcher's option string
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no conf"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "o'brien"))
+    assert class_archive.start_options(jars, "4.2.0") == []
+    assert session._driver_java_options(["-XX:SharedArchiveFile=/a b/c.jsa", "-Xlog:cds=error"]) == (
+        '"-XX:SharedArchiveFile=/a b/c.jsa" -Xlog:cds=error'
+    )
 
 
 def test_a_failing_command_names_its_log_file(tmp_path):

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from core.errors import spark_error_summary
 from core.tables import LEDGER_SCHEMA, delta_table_exists, is_ledger, read_ledger
+from vacuum.tuning import broadcast_threshold
 
 log = logging.getLogger("inventory_vacuum")
 _APPEND_LOCK = threading.Lock()
@@ -73,8 +74,7 @@ def _naming_no_table(frame: DataFrame) -> DataFrame:
     """
     spark = frame.sparkSession
     size = int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    # the session's own reading of spark.sql.autoBroadcastJoinThreshold ("10MB", "-1", ...)
-    threshold = int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[union-attr]
+    threshold = broadcast_threshold(spark)
     jvm_frame = spark._jsparkSession.createDataFrame(frame._jdf.rdd(), frame._jdf.schema())  # type: ignore[union-attr]
     detached: DataFrame = type(frame)(jvm_frame, spark)  # type: ignore[call-arg]
     return detached.hint("broadcast") if 0 <= size <= threshold else detached

@@ -39,6 +39,7 @@ from vacuum.results import (
     KEPT_UNPARSABLE_KEY,
 )
 from vacuum.snapshot import TableState, live_relative_path
+from vacuum.tuning import broadcast_threshold
 
 
 def is_hidden_component(
@@ -179,10 +180,16 @@ def classify_objects(
     # as a directory and as the marker, and so does a file of the same name: two or more means
     # another object is below the marker, or beside it under the same name.
     markers = objects.where(F.col("folder_marker")).select("relative_path")
+    # a handful of markers, but a filtered frame's size estimate is its input's: asked for by name
+    # unless the session broadcasts nothing (a plan of one wave of tasks, where each broadcast is
+    # one more Spark job; see vacuum.tuning)
+    distinct_markers = markers.distinct()
+    if broadcast_threshold(objects.sparkSession) >= 0:
+        distinct_markers = F.broadcast(distinct_markers)
     named_like_markers = (
         objects.where(~F.col("folder_marker"))
         .select("relative_path")
-        .join(F.broadcast(markers.distinct()), "relative_path", "left_semi")
+        .join(distinct_markers, "relative_path", "left_semi")
     )
     directories = (
         objects.where(F.size("components") > 1)

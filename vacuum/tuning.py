@@ -41,6 +41,12 @@ def activate(session: SparkSession) -> None:
     SparkSession._activeSession = session
 
 
+def broadcast_threshold(spark: SparkSession) -> int:
+    """The session's own reading of ``spark.sql.autoBroadcastJoinThreshold`` in bytes ("10MB",
+    "-1", ...): below 0, it broadcasts nothing it is not asked to by name."""
+    return int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[union-attr]
+
+
 def snapshot_sized_by_user(spark: SparkSession) -> bool:
     """The user set Delta's snapshot partitions: every table keeps that setting."""
     return spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None
