@@ -271,6 +271,48 @@ def test_a_plan_naming_a_live_file_is_caught(spark, tmp_path):
     assert sorted(check.suspicious_examples) == sorted([live_decoded, f"file:{tmp_path}/elsewhere/x.parquet"])
 
 
+def test_candidates_that_are_not_slice_files_are_told_apart_in_the_check_and_strangers_refuse(
+    spark, tmp_path
+):
+    """Delta's inventory mode adds the directories it derives from file paths: the check counts
+    those, in its own job, and drops them from the plan; any other candidate that is not a file of
+    the slice refuses the table."""
+    from vacuum.context import DeleteWith, Mode
+    from vacuum.plan import candidate_details, check_plan
+    from vacuum.results import KEPT_DIRECTORY, Status, TableRun
+    from vacuum.runner import _checked_inventory_plan
+
+    uri = f"file://{tmp_path}/t"
+    spark.createDataFrame([(1, "a")], "id int, p string").write.format("delta").partitionBy("p").save(uri)
+    state, live = load_table_state(spark, uri)  # its one live file lies in p=a
+    slice_frame = spark.createDataFrame(
+        [(f"{state.base}p=b/old.parquet", 7, 1000, "p=b/old.parquet", "t/p=b/old.parquet", LOCAL_BUCKET)],
+        "path string, length long, modificationTime long, relative_path string, key string, bucket string",
+    )
+    garbage, directory, stranger = (
+        f"{state.base}{p}" for p in ("p=b/old.parquet", "p=b", "p=b/ghost.parquet")
+    )
+
+    def checked(*paths: str):
+        candidates = spark.createDataFrame([(p,) for p in paths], "path string")
+        details = candidate_details(candidates, slice_frame, state)
+        return details, check_plan(details, live, state, None, slice_frame)
+
+    details, check = checked(garbage, directory, stranger)
+    assert (check.suspicious, check.not_in_slice, check.not_in_slice_directories) == (0, 2, 1)
+    assert check.strangers == (stranger,)
+    assert check.slice_partitions == ({"partition": "p=b", "files": 1, "bytes": 7},)
+    run = TableRun("t", uri, Status.OK, Mode.INVENTORY, True, DeleteWith.BATCH)
+    with pytest.raises(VacuumRefused, match="not files of the inventory slice, e.g. .*ghost"):
+        _checked_inventory_plan(details, check, run)
+
+    details, check = checked(garbage, directory)
+    assert check.strangers == () and check.not_in_slice_directories == 1
+    planned = _checked_inventory_plan(details, check, run)
+    assert [r["path"] for r in planned.collect()] == [garbage]
+    assert run.kept == {KEPT_DIRECTORY: 1}
+
+
 def test_a_plan_naming_a_file_removed_inside_the_retention_window_is_caught(spark, tmp_path):
     """A tombstone removed after the retention cut-off is a file an older version inside the
     window reads: a plan that names it is refused. Once the cut-off passes it, it is garbage

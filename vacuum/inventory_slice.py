@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from core.errors import VacuumRefused
 from core.session import name_jobs
@@ -25,10 +24,10 @@ from vacuum.ledger import deleted_since
 from vacuum.plan import (
     CLASSIFIED_COLUMNS,
     classify_objects,
-    coverage_counts,
     inventory_figures,
     inventory_slice,
     rows_under,
+    slice_counts,
     table_objects,
 )
 from vacuum.results import KEPT_NESTED_TABLE, KEPT_PROTECTED_PATH, TableRun
@@ -112,7 +111,7 @@ def _classified_slice(
     protected_prefixes = ctx.protected_prefixes
     # a protected path with a log of its own (the inventory table, say) is reported as protected
     nested_roots = not_protected(figures.nested_roots, protected_prefixes)
-    name_jobs(spark, "classify objects")
+    name_jobs(spark, "classify objects and coverage")
     # cached in only the columns read again: caching costs in proportion to the bytes
     classified = (
         classify_objects(
@@ -128,30 +127,27 @@ def _classified_slice(
         .persist()
     )
     try:
-        kept = (
-            classified.where(F.col("kept_reason").isNotNull())
-            .groupBy("kept_reason", "nested_root")
-            .agg(F.count(F.lit(1)).alias("objects"))
-            .collect()
-        )
-        for row in kept:
-            run.keep(row["kept_reason"], row["objects"])
-        report_nested(
-            state,
-            {r["nested_root"]: int(r["objects"]) for r in kept if r["kept_reason"] == KEPT_NESTED_TABLE},
-            nested_roots,
-            run,
-        )
-        report_protected(run)
         slice_frame = inventory_slice(classified, state).persist()
-        name_jobs(spark, "coverage")
         assert ctx.live_files is not None
-        eligible, covered = coverage_counts(
-            ctx.live_files, slice_frame, int(taken_at.timestamp() * 1000), state
+        counts = slice_counts(
+            classified, slice_frame, ctx.live_files, int(taken_at.timestamp() * 1000), state
         )
     finally:
         classified.unpersist()
-    run.coverage = gates.check_coverage(eligible, covered, options.min_coverage)
+    for (reason, _), objects in counts.kept.items():
+        run.keep(reason, objects)
+    report_nested(
+        state,
+        {
+            root: objects
+            for (reason, root), objects in counts.kept.items()
+            if reason == KEPT_NESTED_TABLE and root
+        },
+        nested_roots,
+        run,
+    )
+    report_protected(run)
+    run.coverage = gates.check_coverage(counts.eligible, counts.covered, options.min_coverage)
     return slice_frame
 
 

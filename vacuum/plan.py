@@ -352,10 +352,18 @@ class PlanCheck:
     not_in_slice: int
     # per top-level partition, the candidates that are slice files: {partition, files, bytes}
     slice_partitions: tuple[dict[str, Any], ...]
+    # with a slice: of the candidates that are not slice files, how many name a directory of the
+    # slice, and examples of the others
+    not_in_slice_directories: int = 0
+    strangers: tuple[str, ...] = ()
 
 
 def check_plan(
-    details: DataFrame, files: DataFrame, state: TableState, retained_since_millis: int | None = None
+    details: DataFrame,
+    files: DataFrame,
+    state: TableState,
+    retained_since_millis: int | None = None,
+    slice_frame: DataFrame | None = None,
 ) -> PlanCheck:
     """Check Delta's answer (:func:`candidate_details`) against the snapshot's files
     (:func:`~vacuum.snapshot.load_table_state`) in our own terms (decoded relative paths of the
@@ -368,7 +376,10 @@ def check_plan(
     the table, or (a slice file) was modified at or after ``retained_since_millis`` (Delta applied
     a shorter retention than the one reported), refuses the table whatever else the check finds.
     ``retained_since_millis`` must be no earlier than the cut-off Delta used, so that nothing
-    Delta rightly plans is refused.
+    Delta rightly plans is refused. With ``slice_frame``, the same job also tells the candidates
+    that are not slice files apart: Delta's inventory mode adds directories it derives from the
+    file paths (some of them wrong for deep partition trees), and anything else means Delta and our
+    input disagree.
     """
     needed = ~F.col("tombstone")
     if retained_since_millis is not None:
@@ -401,13 +412,20 @@ def check_plan(
         # a slice file written after the cut-off: Delta applied a shorter retention than ours
         suspicious = suspicious | (F.col("modificationTime") >= retained_since_millis)
     in_slice = F.col("in_slice").isNotNull()
+    checked = details.join(live, "relative_path", "left")
+    if slice_frame is not None:
+        checked = _with_directory_flag(checked, slice_frame)
+    else:
+        checked = checked.withColumn("directory", F.lit(False))
+    stranger = ~in_slice & ~F.col("directory")
     rows = (
-        details.join(live, "relative_path", "left")
-        .groupBy("partition")
+        checked.groupBy("partition")
         .agg(
             F.count(F.when(suspicious, F.lit(1))).alias("suspicious"),
             F.min(F.when(suspicious, F.col("path"))).alias("example"),
             F.count(F.when(~in_slice, F.lit(1))).alias("not_in_slice"),
+            F.count(F.when(~in_slice & F.col("directory"), F.lit(1))).alias("directories"),
+            F.slice(F.collect_list(F.when(stranger, F.col("path"))), 1, 5).alias("strangers"),
             F.count(F.when(in_slice, F.lit(1))).alias("files"),
             F.sum(F.when(in_slice, F.col("length"))).alias("bytes"),
         )
@@ -423,6 +441,8 @@ def check_plan(
             for r in rows
             if r["files"]
         ),
+        not_in_slice_directories=sum(int(r["directories"]) for r in rows),
+        strangers=tuple(path for r in rows for path in r["strangers"])[:5],
     )
 
 
@@ -432,19 +452,79 @@ def coverage_counts(
     """(live files of the table older than the inventory, how many of them the slice lists), in
     one job. A file recorded by its absolute URI counts when it lies inside the table; one
     outside (a shallow clone's source) is not the table's to list."""
+    row = _coverage(live_files, slice_frame, taken_at_millis, state).first()
+    assert row is not None
+    return int(row["eligible"]), int(row["covered"])
+
+
+def _coverage(
+    live_files: DataFrame, slice_frame: DataFrame, taken_at_millis: int, state: TableState
+) -> DataFrame:
+    """One row: :func:`coverage_counts`'s ``eligible`` and ``covered``."""
     eligible = (
         live_files.where(~F.col("tombstone") & (F.col("modificationTime") < taken_at_millis))
         .select(live_relative_path(state).alias("relative_path"))
         .where(F.col("relative_path").isNotNull())
     )
     listed = slice_frame.select("relative_path", F.lit(True).alias("listed")).distinct()
-    row = (
-        eligible.join(listed, "relative_path", "left")
-        .agg(F.count(F.lit(1)).alias("eligible"), F.count(F.col("listed")).alias("covered"))
-        .first()
+    return eligible.join(listed, "relative_path", "left").agg(
+        F.count(F.lit(1)).alias("eligible"), F.count(F.col("listed")).alias("covered")
     )
-    assert row is not None
-    return int(row["eligible"]), int(row["covered"])
+
+
+@dataclass(frozen=True)
+class SliceCounts:
+    """What the classification kept, and the coverage of the slice it left, from one Spark job."""
+
+    # objects kept out of the slice, by (reason, nested table root or None)
+    kept: dict[tuple[str, str | None], int]
+    # live files older than the inventory, and how many of them the slice lists
+    eligible: int
+    covered: int
+
+
+def slice_counts(
+    classified: DataFrame,
+    slice_frame: DataFrame,
+    live_files: DataFrame,
+    taken_at_millis: int,
+    state: TableState,
+) -> SliceCounts:
+    """The objects :func:`classify_objects` kept, by reason and nested root, and
+    :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``): both
+    aggregations in one Spark job, a union of their rows (a job per aggregation would cost a
+    small table as much as the aggregation itself)."""
+    kept = (
+        classified.where(F.col("kept_reason").isNotNull())
+        .groupBy("kept_reason", "nested_root")
+        .agg(F.count(F.lit(1)).alias("objects"))
+        .select(
+            "kept_reason",
+            "nested_root",
+            "objects",
+            F.lit(None).cast("long").alias("eligible"),
+            F.lit(None).cast("long").alias("covered"),
+        )
+    )
+    coverage = _coverage(live_files, slice_frame, taken_at_millis, state).select(
+        F.lit(None).cast("string").alias("kept_reason"),
+        F.lit(None).cast("string").alias("nested_root"),
+        F.lit(None).cast("long").alias("objects"),
+        "eligible",
+        "covered",
+    )
+    rows = kept.unionByName(coverage).collect()
+    # the coverage row is the one row with a count of eligible files (a global count is never null)
+    (counted,) = [row for row in rows if row["eligible"] is not None]
+    return SliceCounts(
+        kept={
+            (row["kept_reason"], row["nested_root"]): int(row["objects"])
+            for row in rows
+            if row["eligible"] is None
+        },
+        eligible=int(counted["eligible"]),
+        covered=int(counted["covered"]),
+    )
 
 
 def vacuum_sql(
@@ -520,29 +600,18 @@ def candidate_details(candidates: DataFrame, slice_frame: DataFrame | None, stat
     )
 
 
-def not_slice_files(details: DataFrame, slice_frame: DataFrame) -> tuple[int, list[str]]:
-    """Candidates that are not one of the slice's files: (how many name a directory, examples of
-    the others). Delta's inventory mode adds directories it derives from the file paths (some of
-    them wrong for deep partition trees); anything else means Delta and our input disagree."""
-    unmatched = details.where(F.col("in_slice").isNull()).withColumn(
-        "name", F.element_at(F.split(F.col("relative_path"), "/"), -1)
-    )
+def _with_directory_flag(candidates: DataFrame, slice_frame: DataFrame) -> DataFrame:
+    """``candidates`` with ``directory``: the candidate's last path component is the name of a
+    directory some slice file lies in (at most one match per candidate: the names are distinct)."""
     components = F.split(F.col("relative_path"), "/")
     directory_names = (
         slice_frame.select(F.explode(F.slice(components, 1, F.size(components) - 1)).alias("name"))
         .distinct()
         .withColumn("directory_name", F.lit(True))
     )
-    tagged = unmatched.join(directory_names, "name", "left").withColumn(
-        "directory", F.col("relative_path").isNotNull() & F.col("directory_name").isNotNull()
+    return (
+        candidates.withColumn("name", F.element_at(F.split(F.col("relative_path"), "/"), -1))
+        .join(directory_names, "name", "left")
+        .withColumn("directory", F.col("relative_path").isNotNull() & F.col("directory_name").isNotNull())
+        .drop("name", "directory_name")
     )
-    rows = tagged.groupBy("directory").agg(
-        F.count(F.lit(1)).alias("candidates"), F.slice(F.collect_list("path"), 1, 5).alias("examples")
-    )
-    directories, others = 0, []
-    for row in rows.collect():
-        if row["directory"]:
-            directories = int(row["candidates"])
-        else:
-            others = list(row["examples"])
-    return directories, others

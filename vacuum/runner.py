@@ -42,11 +42,11 @@ from vacuum.inventory_slice import gated_slice, inventory_version
 from vacuum.ledger import ensure_ledger
 from vacuum.listing_mode import checked_listing_plan
 from vacuum.plan import (
+    PlanCheck,
     candidate_details,
     check_plan,
     delta_inventory,
     dry_run_candidates,
-    not_slice_files,
     reported_path,
     temporary_view,
     vacuum_sql,
@@ -243,7 +243,9 @@ def _vacuum(ctx: TableContext) -> None:
             int(retain_argument * 3_600_000) if retain_argument is not None else state.retention_millis
         )
         assert ctx.live_files is not None
-        check = check_plan(details, ctx.live_files, state, int(time.time() * 1000) - retention_millis)
+        check = check_plan(
+            details, ctx.live_files, state, int(time.time() * 1000) - retention_millis, slice_frame
+        )
         if check.suspicious:
             example = check.suspicious_examples[0] if check.suspicious_examples else "(a path of null)"
             raise VacuumRefused(
@@ -253,7 +255,7 @@ def _vacuum(ctx: TableContext) -> None:
                 f"e.g. {example}; nothing deleted"
             )
         if slice_frame is not None:
-            planned = _checked_inventory_plan(details, slice_frame, check.not_in_slice, run)
+            planned = _checked_inventory_plan(details, check, run)
             _record_partitions(check.slice_partitions, run)  # sized in the check's own job
         else:
             planned = checked_listing_plan(ctx, details)
@@ -303,21 +305,19 @@ def _vacuum(ctx: TableContext) -> None:
             )
 
 
-def _checked_inventory_plan(
-    details: DataFrame, slice_frame: DataFrame, not_in_slice: int, run: TableRun
-) -> DataFrame:
-    """Every candidate must be one of the slice's files (``not_in_slice``: how many are not, from
-    :func:`check_plan`). Directories Delta derives from the paths are dropped (never candidates on
-    S3); any other stranger refuses the table."""
-    if not not_in_slice:
+def _checked_inventory_plan(details: DataFrame, check: PlanCheck, run: TableRun) -> DataFrame:
+    """Every candidate must be one of the slice's files (the check counted those that are not, in
+    its own job). Directories Delta derives from the paths are dropped (never candidates on S3);
+    any other stranger refuses the table."""
+    if not check.not_in_slice:
         return details
-    directories, others = not_slice_files(details, slice_frame)
-    if others:
+    if check.strangers or check.not_in_slice != check.not_in_slice_directories:
+        example = check.strangers[0] if check.strangers else "(a path of null)"
         raise VacuumRefused(
-            f"Delta's plan names path(s) that are not files of the inventory slice, e.g. {others[0]}: "
+            f"Delta's plan names path(s) that are not files of the inventory slice, e.g. {example}: "
             "Delta and the inventory disagree on this table's paths; nothing deleted"
         )
-    run.keep(KEPT_DIRECTORY, directories)
+    run.keep(KEPT_DIRECTORY, check.not_in_slice_directories)
     return details.where(F.col("in_slice").isNotNull())
 
 
