@@ -367,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
         help="how many of the tables Delta's listing VACUUM loop runs (it lists each table in full)",
     )
     parser.add_argument(
+        "--inventory-loop-tables",
+        type=int,
+        default=None,
+        help="how many of the tables Delta's inventory VACUUM loop runs (default: all of them)",
+    )
+    parser.add_argument(
         "--compare-default",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -536,6 +542,7 @@ def peer_comparison(
         storage_options=storage_options(endpoint),
         threads=ours["parallel"],
         listing_tables=args.listing_tables,
+        inventory_tables=args.inventory_loop_tables,
     )
     result: dict[str, Any] = {
         "ours": {
