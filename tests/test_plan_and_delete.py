@@ -300,14 +300,16 @@ def test_candidates_that_are_not_slice_files_are_told_apart_in_the_check_and_str
 
     details, check = checked(garbage, directory, stranger)
     assert (check.suspicious, check.not_in_slice, check.not_in_slice_directories) == (0, 2, 1)
-    assert check.strangers == (stranger,)
+    assert (check.strangers, check.stranger_example) == (1, stranger)
+    listing = check_plan(candidate_details(details.select("path"), None, state), live, state)
+    assert (listing.not_in_slice, listing.strangers) == (3, 0)  # without a slice, no stranger is told
     assert check.slice_partitions == ({"partition": "p=b", "files": 1, "bytes": 7},)
     run = TableRun("t", uri, Status.OK, Mode.INVENTORY, True, DeleteWith.BATCH)
     with pytest.raises(VacuumRefused, match="not files of the inventory slice, e.g. .*ghost"):
         _checked_inventory_plan(details, check, run)
 
     details, check = checked(garbage, directory)
-    assert check.strangers == () and check.not_in_slice_directories == 1
+    assert (check.strangers, check.stranger_example, check.not_in_slice_directories) == (0, None, 1)
     planned = _checked_inventory_plan(details, check, run)
     assert [r["path"] for r in planned.collect()] == [garbage]
     assert run.kept == {KEPT_DIRECTORY: 1}

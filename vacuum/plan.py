@@ -352,10 +352,11 @@ class PlanCheck:
     not_in_slice: int
     # per top-level partition, the candidates that are slice files: {partition, files, bytes}
     slice_partitions: tuple[dict[str, Any], ...]
-    # with a slice: of the candidates that are not slice files, how many name a directory of the
-    # slice, and examples of the others
+    # with a slice only (both 0 and None without one): of the candidates that are not slice
+    # files, how many name a directory of the slice, how many do not (strangers), and one of those
     not_in_slice_directories: int = 0
-    strangers: tuple[str, ...] = ()
+    strangers: int = 0
+    stranger_example: str | None = None
 
 
 def check_plan(
@@ -415,9 +416,10 @@ def check_plan(
     checked = details.join(live, "relative_path", "left")
     if slice_frame is not None:
         checked = _with_directory_flag(checked, slice_frame)
-    else:
+        stranger = ~in_slice & ~F.col("directory")
+    else:  # every candidate is "not in the slice": the listing mode checks them its own way
         checked = checked.withColumn("directory", F.lit(False))
-    stranger = ~in_slice & ~F.col("directory")
+        stranger = F.lit(False)
     rows = (
         checked.groupBy("partition")
         .agg(
@@ -425,7 +427,8 @@ def check_plan(
             F.min(F.when(suspicious, F.col("path"))).alias("example"),
             F.count(F.when(~in_slice, F.lit(1))).alias("not_in_slice"),
             F.count(F.when(~in_slice & F.col("directory"), F.lit(1))).alias("directories"),
-            F.slice(F.collect_list(F.when(stranger, F.col("path"))), 1, 5).alias("strangers"),
+            F.count(F.when(stranger, F.lit(1))).alias("strangers"),
+            F.min(F.when(stranger, F.col("path"))).alias("stranger_example"),
             F.count(F.when(in_slice, F.lit(1))).alias("files"),
             F.sum(F.when(in_slice, F.col("length"))).alias("bytes"),
         )
@@ -442,7 +445,8 @@ def check_plan(
             if r["files"]
         ),
         not_in_slice_directories=sum(int(r["directories"]) for r in rows),
-        strangers=tuple(path for r in rows for path in r["strangers"])[:5],
+        strangers=sum(int(r["strangers"]) for r in rows),
+        stranger_example=min((r["stranger_example"] for r in rows if r["stranger_example"]), default=None),
     )
 
 

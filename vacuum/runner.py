@@ -312,7 +312,7 @@ def _checked_inventory_plan(details: DataFrame, check: PlanCheck, run: TableRun)
     if not check.not_in_slice:
         return details
     if check.strangers or check.not_in_slice != check.not_in_slice_directories:
-        example = check.strangers[0] if check.strangers else "(a path of null)"
+        example = check.stranger_example or "(a path of null)"
         raise VacuumRefused(
             f"Delta's plan names path(s) that are not files of the inventory slice, e.g. {example}: "
             "Delta and the inventory disagree on this table's paths; nothing deleted"
