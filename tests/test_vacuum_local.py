@@ -212,3 +212,44 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     untouched.conf.set("spark.sql.shuffle.partitions", "64")
     unsize_shuffles(untouched)
     assert untouched.conf.get("spark.sql.shuffle.partitions") == "64"
+
+
+def test_a_run_lets_go_of_each_tables_jvm_objects_though_py4j_keeps_them_in_reference_cycles(
+    spark, tmp_path, monkeypatch
+):
+    """py4j keeps each method called on a JVM object in that object, a reference cycle: a table's
+    DataFrames (and their plans in the JVM) go only when Python's cyclic collector runs, which the
+    run does every few tables rather than leave it to Python's own schedule."""
+    import gc
+
+    from py4j.java_gateway import JavaObject
+
+    from vacuum import runner
+
+    root = tmp_path / "lake" / "events"
+    create_history_table(spark, f"file://{root}")
+    age(touch(root / "orphan.parquet"), days=30)
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, tmp_path / "lake", inventory)
+    registry = write_registry(tmp_path / "tables.yaml", events=root)
+
+    def java_objects() -> int:  # cyclic garbage is still among them until a collection
+        return sum(isinstance(o, JavaObject) for o in gc.get_objects())
+
+    def left_by_a_run(collect_every: int) -> int:
+        monkeypatch.setattr(runner, "COLLECT_EVERY_TABLES", collect_every)
+        gc.collect()
+        before = java_objects()
+        gc.disable()  # the run's own collection only
+        try:
+            code, dry = vacuum(registry, inventory, "--dry-run")
+            left = java_objects() - before
+        finally:
+            gc.enable()
+        assert code == 0 and dry["tables"][0]["planned_files"] == 1, dry
+        return left
+
+    # one table's run leaves about 1,500 JVM objects in cycles (measured: 1,513); collected after
+    # the table, a few dozen made after the collection (the report, the history row)
+    assert left_by_a_run(1_000_000) > 500
+    assert left_by_a_run(1) < 100

@@ -16,6 +16,8 @@ session (:mod:`vacuum.tuning`). This module runs them in order.
 
 from __future__ import annotations
 
+import gc
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -66,6 +68,14 @@ log = logging.getLogger("inventory_vacuum")
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 
+# py4j keeps each method called on a JVM object in that object, and the method names its object:
+# a reference cycle, so the JVM side of a table's DataFrames (their plans, several MB a table) is
+# let go only when Python's cyclic collector runs, which it does rarely when the Python heap is
+# large. Over 24 small tables of a run, a full collection let go of 223 of 249 JVM Datasets and a
+# third of the heap; without it, a run over 250 tables filled a 4 GB driver. A collection takes
+# about 50 ms: one after every 8th table bounds what waits for it.
+COLLECT_EVERY_TABLES = 8
+
 __all__ = ["VacuumOptions", "vacuum_table", "vacuum_tables", "write_candidates"]
 
 
@@ -106,13 +116,19 @@ def vacuum_tables(
                 context,
             )
 
+    finished = itertools.count(1)
+
     def run_one(table: RegisteredTable) -> TableRun:
         session = session_for(spark, table.location, sized_by_user=sized_by_user)
         if options.mode.uses_inventory and not sized_by_user:
             # a snapshot sized to the table has nothing for adaptive execution to coalesce; one
             # of the user's size (Delta's 50 partitions, say) keeps it
             adaptive_off_until_sized(session)
-        return vacuum_table(session, table, options, context)
+        try:
+            return vacuum_table(session, table, options, context)
+        finally:
+            if next(finished) % COLLECT_EVERY_TABLES == 0:
+                gc.collect()
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
         runs = list(pool.map(run_one, tables))
