@@ -464,7 +464,9 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     peers = None
     # the local S3 server runs in this process: the objects it stores (millions at 500 tables) are
     # the harness's, frozen out of Python's cyclic collector, so that the collections a vacuum run
-    # makes cost what they cost in a process of its own
+    # makes cost what they cost in a process of its own (collected first: nothing of the set-up's
+    # garbage, its JVM objects with it, is kept frozen)
+    gc.collect()
     gc.freeze()
     try:
         log.info("warm-up: one table, not recorded")
