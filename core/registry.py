@@ -56,7 +56,7 @@ class TableRegistry:
             if table.name in seen:
                 raise ConfigError(f"{self.source}: table name {table.name!r} appears twice")
             seen[table.name] = table
-        overlap = _overlapping_pair(self.tables)
+        overlap = overlapping_pair(self.tables)
         if overlap:
             first, second = overlap
             raise ConfigError(
@@ -78,7 +78,7 @@ class TableRegistry:
         return [table for table in self.tables if table.enabled]
 
 
-def _overlapping_pair(tables: Sequence[RegisteredTable]) -> tuple[RegisteredTable, RegisteredTable] | None:
+def overlapping_pair(tables: Sequence[RegisteredTable]) -> tuple[RegisteredTable, RegisteredTable] | None:
     """Two tables one of whose paths contains the other's, or None.
 
     In the order of (store, bucket, key + '/'), the paths below a folder ``w/t/`` come right after

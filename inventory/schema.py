@@ -188,30 +188,43 @@ def tag_owning_table(inventory: DataFrame, registry: TableRegistry | None) -> Da
     """Set ``table`` to the registered table whose path holds each key, on a component boundary.
 
     ``s3://b/w/events_v2/x`` does not belong to table ``s3://b/w/events``, nor does an object
-    named ``w/events`` itself.
-    Registered paths never nest (the registry refuses it), so a key has at most one owner: the
-    table whose key is the key's first n components, for some n. That is one broadcast hash join
-    on (bucket, leading components) per distinct n among the registered tables: a key is looked
-    up, not compared with every table of its bucket (a join on the bucket with a ``startswith``
-    condition, rows times tables). Past :data:`HASHED_DEPTHS` depths, the tables at the depths
-    with the fewest tables are matched that way, in one join.
+    named ``w/events`` itself. Registered paths never nest (the registry refuses it), so a key has
+    at most one owner (:func:`with_owner`).
     """
     if registry is None or not registry.tables:
         return inventory
-    by_depth: dict[int, list[tuple[str, str, str]]] = {}
-    for table in registry.tables:
-        if table.location.is_s3:
-            key = table.location.key  # never empty: the registry refuses a whole bucket
-            by_depth.setdefault(key.count("/") + 1, []).append((table.location.bucket, key, table.name))
-    if not by_depth:  # local tables only: no key of an S3 inventory is theirs
+    owners = [
+        (table.location.bucket, table.location.key, table.name)  # a key is never empty: no whole buckets
+        for table in registry.tables
+        if table.location.is_s3
+    ]
+    if not owners:  # local tables only: no key of an S3 inventory is theirs
         return inventory.withColumn("table", F.lit(None).cast(StringType()))
+    tagged = with_owner(inventory.drop("table"), owners, "table")
+    return tagged.select(*[f.name for f in INVENTORY_TABLE_SCHEMA])
+
+
+def with_owner(rows: DataFrame, owners: Sequence[tuple[str, str, str]], column: str) -> DataFrame:
+    """``rows`` (with ``bucket`` and ``key``) and ``column``: the name of the owner, of
+    ``owners`` (bucket, key, name), whose key holds the row's key below it on a component
+    boundary, or null. No owner's key may lie below another's (so a key has at most one owner).
+
+    The owner whose key is the key's first n components, for some n, is found by one broadcast
+    hash join on (bucket, leading components) per distinct n among the owners: a key is looked
+    up, not compared with every owner of its bucket (a join on the bucket with a ``startswith``
+    condition, rows times owners). Past :data:`HASHED_DEPTHS` depths, the owners at the depths
+    with the fewest of them are matched that way, in one join.
+    """
+    by_depth: dict[int, list[tuple[str, str, str]]] = {}
+    for bucket, key, name in owners:
+        by_depth.setdefault(key.count("/") + 1, []).append((bucket, key, name))
     ranked = sorted(by_depth.items(), key=lambda item: (-len(item[1]), item[0]))
     joins: list[tuple[int | None, list[tuple[str, str, str]]]] = list(ranked[:HASHED_DEPTHS])
     if len(ranked) > HASHED_DEPTHS:
         joins.append((None, [entry for _, entries in ranked[HASHED_DEPTHS:] for entry in entries]))
-    spark = inventory.sparkSession
-    tagged = inventory.drop("table")
-    owners = []
+    spark = rows.sparkSession
+    tagged = rows
+    names = []
     for index, (depth, entries) in enumerate(joins):
         bucket, key, name = (f"owner_{part}_{index}" for part in ("bucket", "key", "name"))
         lookup = spark.createDataFrame(entries, f"{bucket} string, {key} string, {name} string")
@@ -220,13 +233,8 @@ def tag_owning_table(inventory: DataFrame, registry: TableRegistry | None) -> Da
         else:
             below = _leading_components(depth) == F.col(key)
         tagged = tagged.join(F.broadcast(lookup), (F.col("bucket") == F.col(bucket)) & below, "left")
-        owners.append(F.col(name))
-    return tagged.select(
-        *[
-            (F.coalesce(*owners) if f.name == "table" else F.col(f.name)).alias(f.name)
-            for f in INVENTORY_TABLE_SCHEMA
-        ]
-    )
+        names.append(F.col(name))
+    return tagged.select(*[F.col(c) for c in rows.columns], F.coalesce(*names).alias(column))
 
 
 def _leading_components(depth: int) -> Column:

@@ -577,6 +577,47 @@ def test_nested_tables_are_found_by_their_log_directory(spark):
     assert figures.objects_under_table == 7  # every row under t/ counts, the unnameable key too
 
 
+def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
+    """One Spark job gives every table of a run the figures its own job gives."""
+    from vacuum.plan import bucket_figures, inventory_figures, tables_figures
+
+    # tables at 10 depths: past the hashed depths, some are matched by a prefix join
+    deep = ["/".join([f"d{depth}"] * (depth - 1) + ["t"]) for depth in range(2, 11)]
+    keys = [
+        "t/_delta_log/00000000000000000000.json",
+        "t/x/_delta_log",  # a file called _delta_log: not a table
+        "t/y/_delta_log/00000000000000000000.json",
+        "t/y/z/_delta_log/00000000000000000000.json",
+        "t/p=1/inner/_delta_log/00000000000000000003.checkpoint.parquet",
+        "t/p=1/part-0.parquet",
+        "t/w//_delta_log/00000000000000000000.json",
+        "t/q/_delta_log/",  # a folder marker named like a log: not a table
+        "t/",  # the table root's own marker
+        "t",  # an object named like the table: not under it
+        "t_v2/_delta_log/00000000000000000000.json",  # a sibling whose name starts like it
+        "t_v2/n/_delta_log/00000000000000000000.json",
+        "u/a.parquet",  # under no table of the run
+        "u/n/_delta_log/00000000000000000000.json",
+        *[f"{root}/{name}" for root in deep for name in ("part-0.parquet", "n/_delta_log/0.json", "y=é/z")],
+    ]
+    frame = inventory_of(spark, "lake", keys).unionByName(
+        inventory_of(spark, "other", ["t/n/_delta_log/0.json"])
+    )
+    locations = [StorageLocation.parse(f"s3://lake/{key}") for key in ["t", "t_v2", "empty", *deep]]
+
+    bucket_wide = bucket_figures(frame, "lake")
+    by_key = tables_figures(frame, "lake", locations, bucket_wide)
+
+    for location in locations:
+        assert by_key[location.key] == inventory_figures(frame, location, bucket_wide), location.key
+    assert sorted(by_key["t"].nested_roots) == ["p=1/inner", "y"]
+    assert by_key["t"].objects_under_table == 9
+    assert by_key["t_v2"].nested_roots == ("n",)
+    assert by_key["empty"].objects_under_table == 0
+    assert {by_key[root].objects_under_table for root in deep} == {3}
+    assert {by_key[root].nested_roots for root in deep} == {("n",)}
+
+
 def test_shuffle_partitions_are_sized_to_the_tables_objects():
     from vacuum.snapshot import shuffle_partitions
 

@@ -4,6 +4,7 @@ each table's context, and the enums its outcome is told in."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -15,6 +16,7 @@ from core.paths import StorageLocation
 from core.registry import RegisteredTable
 
 if TYPE_CHECKING:
+    from vacuum.plan import InventoryFigures
     from vacuum.results import TableRun
     from vacuum.snapshot import TableState
 
@@ -117,6 +119,11 @@ class VacuumOptions:
         return tuple(StorageLocation.parse(u, what="protected location") for u in dict.fromkeys(uris) if u)
 
 
+# Tables whose figures one Spark job counts: its filter holds a range of keys per table, and the
+# generated code of 2,500 ranges passed Java's 64 KB limit for a method
+TABLES_PER_FIGURES_JOB = 64
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every table of one run shares."""
@@ -126,6 +133,9 @@ class RunContext:
     protected: tuple[StorageLocation, ...]
     # per bucket of the pinned inventory: (taken at, newest modificationTime), computed once
     bucket_figures: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    # per (bucket, key) of a table of the run: its figures of the pinned inventory, when the run
+    # computed them for all its tables at once (else each table computes its own)
+    table_figures: dict[tuple[str, str], InventoryFigures] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
@@ -137,6 +147,28 @@ class RunContext:
             if bucket not in self.bucket_figures:
                 self.bucket_figures[bucket] = bucket_figures(inventory, bucket)
             return self.bucket_figures[bucket]
+
+    def figures_of_tables(
+        self, inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]
+    ) -> None:
+        """Compute the figures of the tables at ``locations`` (in ``bucket``, none inside
+        another), a Spark job for each :data:`TABLES_PER_FIGURES_JOB` of them
+        (:func:`vacuum.plan.tables_figures`)."""
+        from vacuum.plan import tables_figures
+
+        bucket_wide = self.figures_of_bucket(inventory, bucket)
+        ordered = sorted(locations, key=lambda location: location.key)
+        for start in range(0, len(ordered), TABLES_PER_FIGURES_JOB):
+            by_key = tables_figures(
+                inventory, bucket, ordered[start : start + TABLES_PER_FIGURES_JOB], bucket_wide
+            )
+            with self.lock:
+                self.table_figures.update({(bucket, key): figures for key, figures in by_key.items()})
+
+    def figures_of_table(self, location: StorageLocation) -> InventoryFigures | None:
+        """The table's figures when the run computed them (:meth:`figures_of_tables`), else None."""
+        with self.lock:
+            return self.table_figures.get((location.bucket, location.key))
 
 
 @dataclass

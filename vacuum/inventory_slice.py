@@ -23,6 +23,7 @@ from vacuum.context import DeleteWith, Mode, TableContext
 from vacuum.ledger import deleted_since
 from vacuum.plan import (
     CLASSIFIED_COLUMNS,
+    InventoryFigures,
     classify_objects,
     inventory_figures,
     inventory_slice,
@@ -67,26 +68,28 @@ def gated_slice(ctx: TableContext) -> DataFrame:
         assert options.inventory_table is not None
         inventory = read_inventory(spark, options.inventory_table, ctx.run_context.inventory_version)
     name_jobs(spark, "inventory figures")
-    # the inventory mode's table is one pinned version for the whole run; a flat listing is the table's own
-    bucket_wide = (
-        ctx.run_context.figures_of_bucket(inventory, location.bucket)
-        if options.mode == Mode.INVENTORY
-        else None
-    )
-    # the table's rows of the pinned inventory, read once: the figures and the classification
-    # both read them (each read of the Delta table would plan its file skipping anew)
+    # the table's rows of the pinned inventory, read once: the classification reads them several
+    # times, and so do the figures when counted here (each read of the Delta table would plan its
+    # file skipping anew)
     under = rows_under(inventory, location).persist()
     try:
-        return _classified_slice(ctx, under, bucket_wide)
+        # the inventory mode's table is one pinned version for the whole run, whose figures the
+        # run may have counted for all its tables at once; a flat listing is the table's own
+        figures = ctx.run_context.figures_of_table(location) if options.mode == Mode.INVENTORY else None
+        if figures is None:
+            bucket_wide = (
+                ctx.run_context.figures_of_bucket(inventory, location.bucket)
+                if options.mode == Mode.INVENTORY
+                else None
+            )
+            figures = inventory_figures(under, location, bucket_wide)
+        return _classified_slice(ctx, under, figures)
     finally:
         under.unpersist()
 
 
-def _classified_slice(
-    ctx: TableContext, under: DataFrame, bucket_wide: tuple[int | None, int | None] | None
-) -> DataFrame:
+def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFigures) -> DataFrame:
     spark, location, state, options, run = ctx.spark, ctx.location, ctx.snapshot, ctx.options, ctx.run
-    figures = inventory_figures(under, location, bucket_wide)
     taken_at = figures.inventory_taken_at
     if taken_at is not None:
         run.inventory_taken_at = taken_at.isoformat()

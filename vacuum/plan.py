@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from core.paths import LOCAL_BUCKET, StorageLocation
 from core.tables import VACUUM_INVENTORY_SCHEMA
-from inventory.schema import is_current_version
+from inventory.schema import is_current_version, with_owner
 from vacuum.execute import sendable_key
 from vacuum.results import (
     KEPT_DELETED_EARLIER,
@@ -104,7 +104,13 @@ def _is_table_object() -> Column:
 
 
 def _with_relative_path(rows: DataFrame, location: StorageLocation) -> DataFrame:
-    prefix = f"{location.key}/"
+    return _with_relative_path_below(rows, F.lit(len(location.key) + 1))
+
+
+def _with_relative_path_below(rows: DataFrame, prefix_length: Column) -> DataFrame:
+    """``rows`` with ``folder_marker``, ``relative_path`` (the key after its first
+    ``prefix_length`` characters, a table's ``<key>/``; a folder marker's without its ``/``) and
+    its ``components``."""
     return (
         rows.withColumn("folder_marker", _is_folder_marker())
         .withColumn(
@@ -113,7 +119,7 @@ def _with_relative_path(rows: DataFrame, location: StorageLocation) -> DataFrame
                 F.col("key")
             ),
         )
-        .withColumn("relative_path", F.substring(F.col("relative_path"), len(prefix) + 1, 1 << 30))
+        .withColumn("relative_path", F.col("relative_path").substr(prefix_length + 1, F.lit(1 << 30)))
         .withColumn("components", F.split(F.col("relative_path"), "/"))
     )
 
@@ -314,20 +320,89 @@ def inventory_figures(
     # one pass: every row under the table counts; the nested roots come from its objects only
     row = (
         _with_relative_path(rows_under(inventory, location), location)
-        .agg(
-            F.count(F.lit(1)).alias("objects"),
-            F.collect_set(F.when(_is_table_object(), nested_table_root())).alias("roots"),
-        )
+        .agg(F.count(F.lit(1)).alias("objects"), F.collect_set(_nested_root_of_object()).alias("roots"))
         .first()
     )
     assert row is not None
-    taken_at_ms, newest_ms = (
-        bucket_wide if bucket_wide is not None else bucket_figures(inventory, location.bucket)
+    return _figures(
+        int(row["objects"]),
+        row["roots"] or [],
+        bucket_wide if bucket_wide is not None else bucket_figures(inventory, location.bucket),
     )
+
+
+def tables_figures(
+    inventory: DataFrame,
+    bucket: str,
+    locations: Sequence[StorageLocation],
+    bucket_wide: tuple[int | None, int | None],
+) -> dict[str, InventoryFigures]:
+    """Each table's :func:`inventory_figures`, by key, from one Spark job for them all (not one
+    per table), given the bucket's :func:`bucket_figures`. No table of ``locations`` (all in
+    ``bucket``) may lie inside another: each row then belongs to at most one.
+
+    The job reads only the rows under the tables (a range of keys per table, which Delta's file
+    skipping uses as it does a single table's), gives each the table whose ``<key>/`` holds its
+    key (the ingest's owner tagging, on the run's tables: the inventory's own ``table`` column was
+    tagged by the registry of its day), then counts it and looks for nested tables in that table's
+    terms.
+    """
+    owners = [(bucket, location.key, location.key) for location in locations]
+    prefix_lengths = F.create_map(
+        *[part for location in locations for part in (F.lit(location.key), F.lit(len(location.key) + 1))]
+    )
+    under_tables = _any_of([_key_under(location.key) for location in locations])
+    tagged = with_owner(inventory.where((F.col("bucket") == bucket) & under_tables), owners, "owner")
+    rows = (
+        _with_relative_path_below(tagged, F.element_at(prefix_lengths, F.col("owner")))
+        .where(F.col("owner").isNotNull())
+        .groupBy("owner")
+        .agg(F.count(F.lit(1)).alias("objects"), F.collect_set(_nested_root_of_object()).alias("roots"))
+        .collect()
+    )
+    by_owner = {r["owner"]: r for r in rows}
+    return {
+        location.key: _figures(
+            int(by_owner[location.key]["objects"]) if location.key in by_owner else 0,
+            (by_owner[location.key]["roots"] or []) if location.key in by_owner else [],
+            bucket_wide,
+        )
+        for location in locations
+    }
+
+
+def _key_under(table_key: str) -> Column:
+    """The key lies under ``<table_key>/``, as a range of keys, which file skipping reads from
+    each file's smallest and largest key: ``'/'`` is followed by ``'0'`` in byte order, the order
+    of Spark's string comparison."""
+    return (F.col("key") >= F.lit(f"{table_key}/")) & (F.col("key") < F.lit(f"{table_key}0"))
+
+
+def _any_of(conditions: Sequence[Column]) -> Column:
+    """The conditions or-ed as a balanced tree (a chain of thousands would be as deep)."""
+    if not conditions:
+        return F.lit(False)
+    if len(conditions) == 1:
+        return conditions[0]
+    middle = len(conditions) // 2
+    return _any_of(conditions[:middle]) | _any_of(conditions[middle:])
+
+
+def _nested_root_of_object() -> Column:
+    """For a row with ``relative_path`` and ``components``: the :func:`nested_table_root` of a
+    table object (null for any other row). Only a key holding ``/_delta_log/`` can have one, so
+    no other row computes it."""
+    return F.when(F.col("key").contains("/_delta_log/") & _is_table_object(), nested_table_root())
+
+
+def _figures(
+    objects: int, roots: Sequence[str], bucket_wide: tuple[int | None, int | None]
+) -> InventoryFigures:
+    taken_at_ms, newest_ms = bucket_wide
     taken_at = (
         datetime.fromtimestamp(taken_at_ms / 1000, tz=timezone.utc) if taken_at_ms is not None else None
     )
-    return InventoryFigures(int(row["objects"]), taken_at, newest_ms, _outermost(row["roots"] or []))
+    return InventoryFigures(objects, taken_at, newest_ms, _outermost(roots))
 
 
 def _outermost(roots: Sequence[str]) -> tuple[str, ...]:

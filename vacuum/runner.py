@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from core.errors import InventoryTableError, InventoryVacuumError, VacuumRefused, spark_error_summary
 from core.paths import StorageLocation
-from core.registry import RegisteredTable
+from core.registry import RegisteredTable, overlapping_pair
 from core.s3 import bucket_versioning, describe
 from core.session import job_group, jvm_delta_version, name_jobs, version_tuple
 from core.tables import read_inventory
@@ -145,19 +145,28 @@ def _read_bucket_figures(
     inventory_table: str,
     context: RunContext,
 ) -> None:
-    """Each bucket's figures of the pinned inventory, before any table runs, on ``session``, whose
-    ``snapshotPartitions`` is sized to the inventory table (``spark`` is active again after).
-    Delta builds the inventory's snapshot state once, on its first query, with that query's
-    session setting; every table's scan of the inventory then plans its file skipping over it.
-    Left to the first table, the state took that table's setting (or Delta's default of 50
+    """Each bucket's figures of the pinned inventory, and its tables', before any table runs, on
+    ``session``, whose ``snapshotPartitions`` is sized to the inventory table (``spark`` is active
+    again after). Delta builds the inventory's snapshot state once, on its first query, with that
+    query's session setting; every table's scan of the inventory then plans its file skipping over
+    it. Left to the first table, the state took that table's setting (or Delta's default of 50
     partitions: 50 tasks a table).
 
-    A failure here is logged only: each table reads the same figures and reports the error itself.
+    A bucket's tables then get their figures (objects under the table, nested tables) from one
+    Spark job for them all, unless one of the run's tables lies inside
+    another (a key would have two owners): then each table counts its own, as it does when this
+    fails. A failure here is logged only: each table reads the same figures and reports the error
+    itself.
     """
+    by_bucket: dict[str, list[RegisteredTable]] = {}
+    for table in tables:
+        by_bucket.setdefault(table.location.bucket, []).append(table)
     try:
         inventory = read_inventory(session, inventory_table, context.inventory_version)
-        for bucket in sorted({table.location.bucket for table in tables}):
+        for bucket, owners in sorted(by_bucket.items()):
             context.figures_of_bucket(inventory, bucket)
+            if overlapping_pair(owners) is None:
+                context.figures_of_tables(inventory, bucket, [table.location for table in owners])
     except Exception as error:
         log.warning("figures of the inventory %s: %s", inventory_table, spark_error_summary(error))
     finally:
