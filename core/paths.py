@@ -1,15 +1,19 @@
 """Storage locations: ``s3://``, ``s3a://``, ``s3n://`` and ``file://`` URIs.
 
 S3A, S3N and S3 are three Hadoop names for the same object store, so two locations are the same
-place when bucket and key match, whatever the scheme. Local paths count as one bucket whose name
-is the empty string, so the inventory schema (bucket, key) covers both.
+place when bucket and key match, whatever the scheme. Local paths count as one bucket, named
+``_local``, so the inventory schema (bucket, key) covers both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from core.errors import ConfigError
+
+T = TypeVar("T")
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 SUPPORTED_SCHEMES = (*S3_SCHEMES, "file")
@@ -76,3 +80,22 @@ class StorageLocation:
         if self.is_s3 != other.is_s3 or self.bucket != other.bucket:
             return False
         return not self.key or other.key == self.key or other.key.startswith(self.key + "/")
+
+
+def overlapping_pair(items: Sequence[T], location: Callable[[T], StorageLocation]) -> tuple[T, T] | None:
+    """Two of ``items`` one of whose ``location`` contains the other's (or is the same), or None.
+
+    In the order of (store, bucket, key + '/'), the paths below a folder ``w/t/`` come right after
+    it, one run, so when any path contains another, two neighbours do: a sort, not every pair
+    (10,000 tables are 50 million pairs).
+    """
+
+    def order(item: T) -> tuple[bool, str, str]:
+        place = location(item)
+        return (place.is_s3, place.bucket, f"{place.key}/" if place.key else "")
+
+    ordered = sorted(items, key=order)
+    for first, second in zip(ordered, ordered[1:], strict=False):
+        if location(first).contains(location(second)):
+            return first, second
+    return None

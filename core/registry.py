@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from core.errors import ConfigError, UsageError
-from core.paths import StorageLocation
+from core.paths import StorageLocation, overlapping_pair
 
 _REQUIRED_KEYS = ("name", "path", "owner")
 _OPTIONAL_KEYS = ("retain_hours", "enabled")
@@ -56,7 +56,7 @@ class TableRegistry:
             if table.name in seen:
                 raise ConfigError(f"{self.source}: table name {table.name!r} appears twice")
             seen[table.name] = table
-        overlap = overlapping_pair(self.tables)
+        overlap = overlapping_pair(self.tables, lambda table: table.location)
         if overlap:
             first, second = overlap
             raise ConfigError(
@@ -76,25 +76,6 @@ class TableRegistry:
         if names:
             return [self.get(name) for name in dict.fromkeys(names)]
         return [table for table in self.tables if table.enabled]
-
-
-def overlapping_pair(tables: Sequence[RegisteredTable]) -> tuple[RegisteredTable, RegisteredTable] | None:
-    """Two tables one of whose paths contains the other's, or None.
-
-    In the order of (store, bucket, key + '/'), the paths below a folder ``w/t/`` come right after
-    it, one run, so when any path contains another, two neighbours do: a sort, not every pair
-    (10,000 tables are 50 million pairs).
-    """
-
-    def order(table: RegisteredTable) -> tuple[bool, str, str]:
-        location = table.location
-        return (location.is_s3, location.bucket, f"{location.key}/" if location.key else "")
-
-    ordered = sorted(tables, key=order)
-    for first, second in zip(ordered, ordered[1:], strict=False):
-        if first.location.contains(second.location):
-            return first, second
-    return None
 
 
 def load_registry(source: str) -> TableRegistry:

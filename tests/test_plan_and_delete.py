@@ -600,8 +600,18 @@ def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
         "u/n/_delta_log/00000000000000000000.json",
         *[f"{root}/{name}" for root in deep for name in ("part-0.parquet", "n/_delta_log/0.json", "y=é/z")],
     ]
-    frame = inventory_of(spark, "lake", keys).unionByName(
-        inventory_of(spark, "other", ["t/n/_delta_log/0.json"])
+    # a noncurrent version and a delete marker count as objects, and are no table's log
+    noncurrent = inventory_of(spark, "lake", ["t/gone/_delta_log/0.json"]).withColumn(
+        "is_latest", F.lit(False)
+    )
+    marker = inventory_of(spark, "lake", ["t/m/_delta_log/0.json"]).withColumn(
+        "is_delete_marker", F.lit(True)
+    )
+    frame = (
+        inventory_of(spark, "lake", keys)
+        .unionByName(noncurrent)
+        .unionByName(marker)
+        .unionByName(inventory_of(spark, "other", ["t/n/_delta_log/0.json"]))
     )
     locations = [StorageLocation.parse(f"s3://lake/{key}") for key in ["t", "t_v2", "empty", *deep]]
 
@@ -611,11 +621,36 @@ def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
     for location in locations:
         assert by_key[location.key] == inventory_figures(frame, location, bucket_wide), location.key
     assert sorted(by_key["t"].nested_roots) == ["p=1/inner", "y"]
-    assert by_key["t"].objects_under_table == 9
+    assert by_key["t"].objects_under_table == 11
     assert by_key["t_v2"].nested_roots == ("n",)
     assert by_key["empty"].objects_under_table == 0
     assert {by_key[root].objects_under_table for root in deep} == {3}
     assert {by_key[root].nested_roots for root in deep} == {("n",)}
+
+
+def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_files(spark):
+    """Each table then counts its own, from the rows of its own slice."""
+    from vacuum.context import RunContext
+    from vacuum.plan import tables_figures
+
+    frame = inventory_of(spark, "lake", ["t/n/_delta_log/0.json", "t/n/a.parquet", "u/a.parquet"])
+    nested = [StorageLocation.parse("s3://lake/t"), StorageLocation.parse("s3a://lake/t/n")]
+    run = RunContext("r", 1, ())
+    run.figures_of_tables(frame, "lake", nested)
+    assert run.table_figures == {}
+    with pytest.raises(ValueError, match="inside another"):
+        tables_figures(frame, "lake", nested, (None, None))
+
+    apart = [StorageLocation.parse("s3://lake/t"), StorageLocation.parse("s3://lake/u")]
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
+    try:
+        run.figures_of_tables(frame, "lake", apart)
+    finally:
+        spark.conf.unset("spark.sql.files.ignoreCorruptFiles")
+    assert run.table_figures == {}
+    run.figures_of_tables(frame, "lake", apart)
+    assert run.figures_of_table(apart[0]).nested_roots == ("n",)
+    assert run.figures_of_table(apart[1]).objects_under_table == 1
 
 
 def test_shuffle_partitions_are_sized_to_the_tables_objects():

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 
-from core.paths import StorageLocation
+from core.paths import StorageLocation, overlapping_pair
 from core.registry import RegisteredTable
 
 if TYPE_CHECKING:
@@ -119,9 +119,16 @@ class VacuumOptions:
         return tuple(StorageLocation.parse(u, what="protected location") for u in dict.fromkeys(uris) if u)
 
 
-# Tables whose figures one Spark job counts: its filter holds a range of keys per table, and the
+# Tables whose figures one query counts: its filter holds a range of keys per table, and the
 # generated code of 2,500 ranges passed Java's 64 KB limit for a method
 TABLES_PER_FIGURES_JOB = 64
+
+# Spark settings under which a read skips a file it cannot read, silently
+_SKIPS_UNREADABLE_FILES = ("spark.sql.files.ignoreCorruptFiles", "spark.sql.files.ignoreMissingFiles")
+
+
+def _is_true(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"
 
 
 @dataclass(frozen=True)
@@ -151,11 +158,21 @@ class RunContext:
     def figures_of_tables(
         self, inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]
     ) -> None:
-        """Compute the figures of the tables at ``locations`` (in ``bucket``, none inside
-        another), a Spark job for each :data:`TABLES_PER_FIGURES_JOB` of them
-        (:func:`vacuum.plan.tables_figures`)."""
+        """Count the figures of the tables at ``locations`` (all in ``bucket``), one query for
+        every :data:`TABLES_PER_FIGURES_JOB` of them (:func:`vacuum.plan.tables_figures`).
+
+        Nothing is counted (each table then counts its own, from the rows its slice is made of)
+        when one table lies inside another, where a key would have two owners, or when the
+        session skips files it cannot read (``spark.sql.files.ignoreCorruptFiles`` or
+        ``ignoreMissingFiles``): a table's nested tables must be found in the same rows as its
+        slice, and two reads that may each skip a file need not see the same rows.
+        """
         from vacuum.plan import tables_figures
 
+        if overlapping_pair(locations, lambda location: location) is not None:
+            return
+        if any(_is_true(inventory.sparkSession.conf.get(name, "false")) for name in _SKIPS_UNREADABLE_FILES):
+            return
         bucket_wide = self.figures_of_bucket(inventory, bucket)
         ordered = sorted(locations, key=lambda location: location.key)
         for start in range(0, len(ordered), TABLES_PER_FIGURES_JOB):

@@ -67,15 +67,15 @@ def gated_slice(ctx: TableContext) -> DataFrame:
     else:
         assert options.inventory_table is not None
         inventory = read_inventory(spark, options.inventory_table, ctx.run_context.inventory_version)
-    name_jobs(spark, "inventory figures")
+    # the inventory mode's table is one pinned version for the whole run, whose figures the run
+    # may have counted for all its tables at once; a flat listing is the table's own
+    figures = ctx.run_context.figures_of_table(location) if options.mode == Mode.INVENTORY else None
+    name_jobs(spark, "inventory figures" if figures is None else "inventory slice")
     # the table's rows of the pinned inventory, read once: the classification reads them several
     # times, and so do the figures when counted here (each read of the Delta table would plan its
     # file skipping anew)
     under = rows_under(inventory, location).persist()
     try:
-        # the inventory mode's table is one pinned version for the whole run, whose figures the
-        # run may have counted for all its tables at once; a flat listing is the table's own
-        figures = ctx.run_context.figures_of_table(location) if options.mode == Mode.INVENTORY else None
         if figures is None:
             bucket_wide = (
                 ctx.run_context.figures_of_bucket(inventory, location.bucket)

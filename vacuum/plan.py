@@ -25,7 +25,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from core.paths import LOCAL_BUCKET, StorageLocation
+from core.paths import LOCAL_BUCKET, StorageLocation, overlapping_pair
 from core.tables import VACUUM_INVENTORY_SCHEMA
 from inventory.schema import is_current_version, with_owner
 from vacuum.execute import sendable_key
@@ -71,7 +71,8 @@ PLAN_COLUMNS = (
 def rows_under(inventory: DataFrame, location: StorageLocation) -> DataFrame:
     """Every inventory row of the table's bucket whose key lies under ``<table path>/``, in the
     columns a plan reads (:data:`PLAN_COLUMNS`): the rows are cached per table, and caching a
-    column costs in proportion to its bytes."""
+    column costs in proportion to its bytes. :func:`tables_figures` counts the same rows for many
+    tables at once, and must select exactly these."""
     return inventory.where(
         (F.col("bucket") == location.bucket) & F.col("key").startswith(f"{location.key}/")
     ).select(*PLAN_COLUMNS)
@@ -337,16 +338,18 @@ def tables_figures(
     locations: Sequence[StorageLocation],
     bucket_wide: tuple[int | None, int | None],
 ) -> dict[str, InventoryFigures]:
-    """Each table's :func:`inventory_figures`, by key, from one Spark job for them all (not one
-    per table), given the bucket's :func:`bucket_figures`. No table of ``locations`` (all in
+    """Each table's :func:`inventory_figures`, by key, from one query for them all (not one per
+    table), given the bucket's :func:`bucket_figures`. No table of ``locations`` (all in
     ``bucket``) may lie inside another: each row then belongs to at most one.
 
-    The job reads only the rows under the tables (a range of keys per table, which Delta's file
-    skipping uses as it does a single table's), gives each the table whose ``<key>/`` holds its
+    The query reads only the rows under the tables (a range of keys per table, which Delta's file
+    skipping uses as it does a single table's; the rows are :func:`rows_under` each table), gives each the table whose ``<key>/`` holds its
     key (the ingest's owner tagging, on the run's tables: the inventory's own ``table`` column was
     tagged by the registry of its day), then counts it and looks for nested tables in that table's
     terms.
     """
+    if overlapping_pair(locations, lambda location: location) is not None:
+        raise ValueError("tables_figures needs tables none of which lies inside another")
     owners = [(bucket, location.key, location.key) for location in locations]
     prefix_lengths = F.create_map(
         *[part for location in locations for part in (F.lit(location.key), F.lit(len(location.key) + 1))]

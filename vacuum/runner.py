@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from core.errors import InventoryTableError, InventoryVacuumError, VacuumRefused, spark_error_summary
 from core.paths import StorageLocation
-from core.registry import RegisteredTable, overlapping_pair
+from core.registry import RegisteredTable
 from core.s3 import bucket_versioning, describe
 from core.session import job_group, jvm_delta_version, name_jobs, version_tuple
 from core.tables import read_inventory
@@ -153,20 +153,27 @@ def _read_bucket_figures(
     partitions: 50 tasks a table).
 
     A bucket's tables then get their figures (objects under the table, nested tables) from one
-    Spark job for them all, unless one of the run's tables lies inside
-    another (a key would have two owners): then each table counts its own, as it does when this
-    fails. A failure here is logged only: each table reads the same figures and reports the error
+    query for every :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` of them
+    (:meth:`RunContext.figures_of_tables`). A failure here is logged only, and a bucket's tables
+    without figures count their own: each table reads the same figures and reports any error
     itself.
     """
-    by_bucket: dict[str, list[RegisteredTable]] = {}
+    by_bucket: dict[str, list[StorageLocation]] = {}
     for table in tables:
-        by_bucket.setdefault(table.location.bucket, []).append(table)
+        by_bucket.setdefault(table.location.bucket, []).append(table.location)
     try:
         inventory = read_inventory(session, inventory_table, context.inventory_version)
-        for bucket, owners in sorted(by_bucket.items()):
-            context.figures_of_bucket(inventory, bucket)
-            if overlapping_pair(owners) is None:
-                context.figures_of_tables(inventory, bucket, [table.location for table in owners])
+        for bucket, locations in sorted(by_bucket.items()):
+            try:
+                context.figures_of_bucket(inventory, bucket)
+                context.figures_of_tables(inventory, bucket, locations)
+            except Exception as error:
+                log.warning(
+                    "figures of bucket %s in the inventory %s: %s",
+                    bucket,
+                    inventory_table,
+                    spark_error_summary(error),
+                )
     except Exception as error:
         log.warning("figures of the inventory %s: %s", inventory_table, spark_error_summary(error))
     finally:
