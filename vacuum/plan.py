@@ -342,36 +342,33 @@ def tables_figures(
     table), given the bucket's :func:`bucket_figures`. No table of ``locations`` (all in
     ``bucket``) may lie inside another: each row then belongs to at most one.
 
-    The query reads only the rows under the tables (a range of keys per table, which Delta's file
-    skipping uses as it does a single table's; the rows are :func:`rows_under` each table), gives each the table whose ``<key>/`` holds its
-    key (the ingest's owner tagging, on the run's tables: the inventory's own ``table`` column was
-    tagged by the registry of its day), then counts it and looks for nested tables in that table's
-    terms.
+    The query reads only the rows under the tables (:func:`rows_under` each one: a range of keys
+    per table, which Delta's file skipping uses as it does a single table's), gives each row the
+    table whose ``<key>/`` holds its key (the ingest's owner tagging, on the run's tables: the
+    inventory's own ``table`` column was tagged by the registry of its day), then counts it and
+    looks for nested tables in that table's terms.
     """
     if overlapping_pair(locations, lambda location: location) is not None:
         raise ValueError("tables_figures needs tables none of which lies inside another")
+    # each table is its own owner's name: the key, whose length (and its '/') prefixes its rows
     owners = [(bucket, location.key, location.key) for location in locations]
-    prefix_lengths = F.create_map(
-        *[part for location in locations for part in (F.lit(location.key), F.lit(len(location.key) + 1))]
-    )
     under_tables = _any_of([_key_under(location.key) for location in locations])
     tagged = with_owner(inventory.where((F.col("bucket") == bucket) & under_tables), owners, "owner")
     rows = (
-        _with_relative_path_below(tagged, F.element_at(prefix_lengths, F.col("owner")))
+        _with_relative_path_below(tagged, F.length(F.col("owner")) + 1)
         .where(F.col("owner").isNotNull())
         .groupBy("owner")
         .agg(F.count(F.lit(1)).alias("objects"), F.collect_set(_nested_root_of_object()).alias("roots"))
         .collect()
     )
     by_owner = {r["owner"]: r for r in rows}
-    return {
-        location.key: _figures(
-            int(by_owner[location.key]["objects"]) if location.key in by_owner else 0,
-            (by_owner[location.key]["roots"] or []) if location.key in by_owner else [],
-            bucket_wide,
+    figures = {}
+    for location in locations:
+        row = by_owner.get(location.key)  # none: no object under the table
+        figures[location.key] = _figures(
+            int(row["objects"]) if row else 0, (row["roots"] or []) if row else [], bucket_wide
         )
-        for location in locations
-    }
+    return figures
 
 
 def _key_under(table_key: str) -> Column:
