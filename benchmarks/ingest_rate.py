@@ -14,13 +14,21 @@ With ``--registered-tables N`` the ingest tags each key with its owning table, a
 does with its tables.yaml: the 100 tables the keys lie in, and N - 100 more in the same bucket at
 other depths (an empty registry, the default, skips the tagging).
 
-Each delivery is ingested ``--rounds`` times both ways (the order alternating; the median round
-of each is reported), into two inventory tables: as the command lays the rows out (key ranges cut
-from the checking job's counts, :mod:`inventory.layout`) and, as its peer, by a global sort of the
-keys (what the layout replaces: a sampling pass more). Beside each time stands what
-a table's slice of the inventory reads: for each of the 100 tables the keys lie in, the files
-whose smallest and largest key (Delta's own statistics, read from the table's log by delta-rs)
-meet the table's keys.
+Each delivery is ingested ``--rounds`` times three ways (the order rotating; the median round of
+each is reported), each into an inventory table and a usage table of its own:
+
+- *key ranges, checked while written*: the command as it loads a bucket's later deliveries, with
+  the bucket's counts in the usage table from one unrecorded ingest of the same delivery before
+  the rounds (yesterday's delivery, in the daily job): the delivery is read once, and the write
+  checks each row (:mod:`inventory.load`);
+- *key ranges, checked first*: the command as it loads a bucket's first delivery: a checking job
+  reads the delivery, then the write reads it again, cut from the checking job's counts;
+- *global sort, checked first*: the same with the keys sorted globally (Spark's range
+  partitioner, which samples the delivery in a pass of its own), what the key ranges replace.
+
+Beside each time stands what a table's slice of the inventory reads: for each of the 100 tables
+the keys lie in, the files whose smallest and largest key (Delta's own statistics, read from the
+table's log by delta-rs) meet the table's keys.
 """
 
 from __future__ import annotations
@@ -85,29 +93,33 @@ def registry_text(bucket: str, tables: int) -> str:
     return "tables:\n" + "\n".join(entries) + "\n"
 
 
-OURS = "key ranges"
-PEER = "global sort"
+OURS = "key ranges, checked while written"
+FIRST = "key ranges, checked first"
+PEER = "global sort, checked first"
+SIDES = (OURS, FIRST, PEER)
 
 
 @contextmanager
-def _layout(layout: str, used: list[bool]) -> Iterator[None]:
+def _side(side: str, used: list[bool]) -> Iterator[None]:
     """The ingest as it is (``used`` gets whether it cut key ranges or fell back to the global
-    sort), or, for the peer, with the layout's ranges withheld, so that the rows are sorted
-    globally (Spark's range partitioner and its sampling pass)."""
+    sort), or, for the peers, with the usage table's counts withheld, as for a bucket's first
+    delivery (checked first), and for the global sort also the layout's ranges."""
     from inventory import load
 
-    original = load.key_ranges
+    ranges_of, counts_of = load.key_ranges, load.last_key_groups
 
     def recorded(groups: Any, partitions: int) -> Any:
-        ranges = original(groups, partitions)
+        ranges = ranges_of(groups, partitions)
         used.append(ranges is not None)
         return ranges
 
-    load.key_ranges = recorded if layout == OURS else (lambda groups, partitions: None)  # type: ignore[assignment]
+    load.key_ranges = recorded if side != PEER else (lambda groups, partitions: None)  # type: ignore[assignment]
+    if side != OURS:
+        load.last_key_groups = lambda *args: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        load.key_ranges = original
+        load.key_ranges, load.last_key_groups = ranges_of, counts_of
 
 
 def slice_files(table: str, bucket: str) -> dict[str, Any]:
@@ -203,16 +215,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     spark_start = time.monotonic() - started
 
-    def ingest_once(bucket: str, rows: int, layout: str) -> dict[str, Any]:
+    def ingest_once(bucket: str, rows: int, side: str) -> dict[str, Any]:
         # read before the clock starts, as the command reads its tables.yaml before the ingest
         registry = (
             parse_registry(registry_text(bucket, args.registered_tables)) if args.registered_tables else None
         )
-        table = inventory if layout == OURS else f"{inventory}_{layout.replace(' ', '_')}"
+        table = f"{inventory}_{SIDES.index(side)}"
         used: list[bool] = []
         since_ms = int(time.time() * 1000)
         started = time.monotonic()
-        with _layout(layout, used):
+        with _side(side, used):
             result = ingest(
                 spark,
                 s3,
@@ -222,6 +234,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     config_id="daily",
                     inventory_table=table,
                     registry=registry,
+                    usage_table=f"{table}_usage",
                 ),
                 run_id=f"benchmark-{bucket}",
             )
@@ -233,8 +246,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(
                 f"ingest of {bucket} failed or lost rows: {outcome.to_dict()}, {files['records']} rows written"
             )
+        if outcome.checked_while_writing != (side == OURS):
+            raise SystemExit(f"{side}: the ingest of {bucket} took the other path: {outcome.to_dict()}")
         return {
-            "layout": layout if layout == PEER or all(used) else f"{OURS}, fell back to a {PEER}",
+            "layout": side if side == PEER or all(used) else f"{side}, fell back to a global sort",
             "ingest_seconds": round(seconds, 2),
             "rows_per_second": round(rows / seconds),
             **files,
@@ -242,17 +257,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         }
 
     def sides(bucket: str, rows: int, rounds: int) -> list[dict[str, Any]]:
-        """Each layout ``rounds`` times, the order alternating round by round; per layout its
-        median round, with every round's seconds."""
-        measured: dict[str, list[dict[str, Any]]] = {OURS: [], PEER: []}
+        """Each side ``rounds`` times, the order rotating round by round; per side its median
+        round, with every round's seconds. First, unrecorded, the ingest that leaves the
+        command's side the bucket's counts."""
+        with _side(FIRST, []):  # yesterday's delivery, checked first, into our side's tables
+            ingest(
+                spark,
+                s3,
+                IngestRequest(
+                    destination, (bucket,), "daily", f"{inventory}_0", usage_table=f"{inventory}_0_usage"
+                ),
+                run_id=f"benchmark-{bucket}-counts",
+            )
+        measured: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
         for index in range(rounds):
-            for layout in (PEER, OURS) if index % 2 == 0 else (OURS, PEER):
-                measured[layout].append(ingest_once(bucket, rows, layout))
+            for side in SIDES[index % len(SIDES) :] + SIDES[: index % len(SIDES)]:
+                measured[side].append(ingest_once(bucket, rows, side))
         chosen = []
-        for layout in (PEER, OURS):
-            ordered = sorted(measured[layout], key=lambda side: side["ingest_seconds"])
+        for side in SIDES:
+            ordered = sorted(measured[side], key=lambda one: one["ingest_seconds"])
             median = ordered[(len(ordered) - 1) // 2]
-            chosen.append({**median, "round_seconds": [side["ingest_seconds"] for side in measured[layout]]})
+            chosen.append({**median, "round_seconds": [one["ingest_seconds"] for one in measured[side]]})
         return chosen
 
     def load(bucket: str, rows: int, file_format: str, rounds: int) -> dict[str, Any]:
@@ -299,7 +324,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(document: dict[str, Any]) -> str:
     lines = [
-        "# Ingest rate (steady state, after one unrecorded ingest)",
+        "# Ingest rate (steady state, after one unrecorded ingest of another bucket)",
         "",
         f"`{document['command'].strip()}`",
         "",
@@ -312,22 +337,26 @@ def markdown(document: dict[str, Any]) -> str:
             else "No registry: keys not tagged with a table."
         ),
         "",
-        f"Each delivery is ingested by both layouts in the same run, into two inventory tables, "
-        "round after round with the order alternating; each row is its layout's median round. "
-        f"*{OURS}* is the "
-        "command's layout (files cut at the tables from the checking job's counts); its peer, "
-        f"*{PEER}*, sorts the keys globally (Spark's range partitioner, which samples the delivery "
-        "in a pass of its own). *Slice reads*: over the 100 tables the keys lie in, how many of the "
-        "bucket's files a table's slice reads (those whose smallest and largest key in Delta's "
-        "statistics meet the table's keys), mean and most.",
+        "Each delivery is ingested three ways in the same run, each into an inventory table and a "
+        "usage table of its own, round after round with the order rotating; each row is its side's "
+        f"median round. *{OURS}* is the command as it loads a bucket's later deliveries: files cut "
+        "at the tables from the bucket's counts in the usage table (left by one unrecorded ingest "
+        "of the same delivery before the rounds, as yesterday's delivery leaves them), the delivery "
+        f"read once and each row checked by the write. *{FIRST}* is the command as it loads a "
+        "bucket's first delivery: a checking job reads the delivery, then the write reads it again, "
+        f"cut from the checking job's counts. *{PEER}* sorts the keys globally instead (Spark's "
+        "range partitioner, which samples the delivery in a pass of its own). *Slice reads*: over "
+        "the 100 tables the keys lie in, how many of the bucket's files a table's slice reads "
+        "(those whose smallest and largest key in Delta's statistics meet the table's keys), mean "
+        "and most.",
         "",
-        "| format | rows | data files | layout | ingest s (median) | each round s | rows/s | ÷ peer's time | files written | MB written | slice reads: mean / most |",
+        "| format | rows | data files | side | ingest s (median) | each round s | rows/s | ÷ ours | files written | MB written | slice reads: mean / most |",
         "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in document["results"]:
-        peer = next((side for side in r["sides"] if side["layout"] == PEER), None)
+        ours = next((side for side in r["sides"] if side["layout"] == OURS), None)
         for side in r["sides"]:
-            ratio = f"{side['ingest_seconds'] / peer['ingest_seconds']:.2f}" if peer else "–"
+            ratio = f"{side['ingest_seconds'] / ours['ingest_seconds']:.2f}" if ours else "–"
             lines.append(
                 f"| {r['format']} | {r['rows']:,} | {r['data_files']} | {side['layout']} | "
                 f"{side['ingest_seconds']:.1f} | {', '.join(f'{x:.1f}' for x in side.get('round_seconds', []))} | "

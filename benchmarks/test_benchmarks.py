@@ -306,7 +306,7 @@ def test_fleet_peers_compare_candidates_by_kind_of_file() -> None:
     )
 
 
-def test_ingest_rate_shows_each_layout_beside_the_global_sort() -> None:
+def test_ingest_rate_shows_each_side_beside_ours() -> None:
     from benchmarks import ingest_rate
 
     def side(layout: str, seconds: float, files: int, mean: float, most: int) -> dict[str, Any]:
@@ -332,13 +332,18 @@ def test_ingest_rate_shows_each_layout_beside_the_global_sort() -> None:
                 "format": "parquet",
                 "rows": 1_000_000,
                 "data_files": 4,
-                "sides": [side(ingest_rate.PEER, 20.0, 8, 1.2, 2), side(ingest_rate.OURS, 15.0, 2, 1.0, 1)],
+                "sides": [
+                    side(ingest_rate.OURS, 10.0, 2, 1.0, 1),
+                    side(ingest_rate.FIRST, 15.0, 2, 1.0, 1),
+                    side(ingest_rate.PEER, 20.0, 8, 1.2, 2),
+                ],
             }
         ],
     }
     rows = [line for line in ingest_rate.markdown(document).splitlines() if line.startswith("| parquet")]
     assert [row.split(" | ")[3:8] for row in rows] == [
-        ["global sort", "20.0", "20.0, 21.0", "50,000", "1.00"],
-        ["key ranges", "15.0", "15.0, 16.0", "66,667", "0.75"],
+        ["key ranges, checked while written", "10.0", "10.0, 11.0", "100,000", "1.00"],
+        ["key ranges, checked first", "15.0", "15.0, 16.0", "66,667", "1.50"],
+        ["global sort, checked first", "20.0", "20.0, 21.0", "50,000", "2.00"],
     ]
-    assert rows[1].endswith("| 2 | 40.0 | 1 / 1 |")
+    assert rows[2].endswith("| 8 | 40.0 | 1.2 / 2 |")

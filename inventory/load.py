@@ -1,15 +1,28 @@
 """Load verified deliveries with Spark into the bucket-partitioned inventory Delta table.
 
-One Spark job per bucket checks every row (bucket, key) and sums the delivery into usage rows
-(:mod:`inventory.usage`: the run's figures, noncurrent versions, the chargeback's trend) before
-anything is written; a second writes the bucket's partition with one atomic Delta commit that
-replaces exactly that partition, in files of contiguous key ranges cut from the first job's
-counts (:mod:`inventory.layout`). A failure anywhere leaves the inventory table as it was. The
-usage rows of the bucket and date are replaced last; that derived table failing only warns.
+Each bucket's partition is replaced with one atomic Delta commit, in files of contiguous key
+ranges (:mod:`inventory.layout`), and the delivery is summed into usage rows
+(:mod:`inventory.usage`: the run's figures, noncurrent versions, the chargeback's trend). Every
+row is checked (its bucket, a key, a size and a date) before anything is committed. There are two
+ways to do that:
+
+- **Checked while written, one read of the delivery.** When the delivery has no version fields
+  (every row is a current object, so every row is written) and the usage table holds the
+  bucket's counts from an earlier delivery, the ranges are cut from those counts and the write
+  itself checks each row: a bad row fails the write's tasks, so Delta commits nothing. The usage
+  rows are then summed from the partition just written, which holds the very same rows.
+- **Checked first, two reads.** Otherwise (the first delivery of a bucket, no usage table, a
+  versioned delivery, whose noncurrent rows are counted but never written) one Spark job checks
+  every row and sums the usage rows, and a second writes, cut from the first job's counts.
+
+The ranges decide only which task writes a row, never whether it is written: counts a day old
+cost balance or file skipping at most. A failure anywhere leaves the inventory table as it was.
+The usage rows of the bucket and date are replaced last; that derived table failing only warns.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -25,10 +38,31 @@ from core.paths import StorageLocation
 from core.registry import TableRegistry
 from core.session import job_group, name_jobs
 from core.tables import INVENTORY_RUNS_SCHEMA, append_run_rows
-from inventory.layout import key_groups, key_ranges, laid_out, write_partitions
+from inventory.layout import KeyGroup, key_groups, key_ranges, laid_out, write_partitions
 from inventory.manifest import Delivery, find_delivery
-from inventory.schema import csv_read_schema, is_current_version, normalise, sql_string, tag_owning_table
-from inventory.usage import CURRENT, DELETE_MARKER, NONCURRENT, usage_aggregate, write_usage
+from inventory.schema import (
+    csv_read_schema,
+    is_current_version,
+    normalise,
+    snake_case,
+    sql_string,
+    tag_owning_table,
+    with_optional_columns,
+)
+from inventory.usage import (
+    CURRENT,
+    DELETE_MARKER,
+    NONCURRENT,
+    OPTIONAL_COLUMNS,
+    read_usage,
+    usage_aggregate,
+    write_usage,
+)
+
+log = logging.getLogger("inventory_vacuum")
+
+# The fields that make a delivery versioned: its rows may be noncurrent versions or delete markers
+_VERSION_FIELDS = ("version_id", "is_latest", "is_delete_marker")
 
 
 @dataclass(frozen=True)
@@ -62,6 +96,8 @@ class BucketResult:
     noncurrent_bytes: int = 0
     delete_markers: int = 0
     inventory_date: str | None = None
+    # the delivery was read once: its rows checked by the write itself (see the module's notes)
+    checked_while_writing: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,14 +131,19 @@ def read_delivery(spark: SparkSession, delivery: Delivery) -> DataFrame:
     )
 
 
-def normalised_delivery(spark: SparkSession, delivery: Delivery) -> DataFrame:
-    """Every row of a delivery in the inventory table's schema (``table`` still null)."""
-    return normalise(
-        read_delivery(spark, delivery),
+def normalised_delivery(spark: SparkSession, delivery: Delivery) -> tuple[DataFrame, bool]:
+    """Every row of a delivery in the inventory table's schema (``table`` still null), and whether
+    the delivery is versioned (its data has a version field: the files' own columns, not the
+    manifest's word)."""
+    raw = read_delivery(spark, delivery)
+    versioned = any(snake_case(column) in _VERSION_FIELDS for column in raw.columns)
+    rows = normalise(
+        raw,
         file_format=delivery.file_format,
         inventory_date=delivery.inventory_date,
         inventory_taken_at_ms=delivery.inventory_taken_at_ms,
     )
+    return rows, versioned
 
 
 def delivery_checks(bucket: str) -> list[Column]:
@@ -142,6 +183,82 @@ def delivery_figures(usage: DataFrame) -> dict[str, Any]:
     return figures.asDict()
 
 
+def bad_rows_error(figures: dict[str, Any], delivery: Delivery) -> InventoryDataError | None:
+    """The error for the rows :func:`delivery_checks` counted, or None when there are none."""
+    where = delivery.manifest_uri
+    if figures["foreign_rows"]:
+        return InventoryDataError(
+            f"{where}: {figures['foreign_rows']} row(s) name bucket "
+            f"{figures['foreign_bucket']!r}, not the manifest's {delivery.source_bucket!r}"
+        )
+    if figures["keyless_rows"]:
+        return InventoryDataError(f"{where}: {figures['keyless_rows']} row(s) have no key")
+    if figures["incomplete_rows"]:
+        return InventoryDataError(
+            f"{where}: {figures['incomplete_rows']} object row(s) lack Size or LastModifiedDate"
+        )
+    return None
+
+
+def checked_rows(rows: DataFrame, bucket: str) -> DataFrame:
+    """``rows`` that fail the Spark task holding a row :func:`delivery_checks` would count (the
+    write's own check of every row it writes, current rows only)."""
+    bad = (
+        F.col("bucket").isNull()
+        | (F.col("bucket") != bucket)
+        | F.col("key").isNull()
+        | (F.col("key") == "")
+        | F.col("length").isNull()
+        | F.col("modificationTime").isNull()
+    )
+    # the key is written, so Spark evaluates this for every row it writes
+    return rows.withColumn(
+        "key",
+        F.when(bad, F.raise_error(F.lit(f"a row of bucket {bucket}'s delivery fails the checks"))).otherwise(
+            F.col("key")
+        ),
+    )
+
+
+def last_key_groups(
+    spark: SparkSession, usage_table: str, registry: TableRegistry | None, bucket: str
+) -> list[KeyGroup] | None:
+    """The bucket's key groups (:func:`inventory.layout.key_groups`) as its newest delivery in the
+    usage table counted them, or None when it has none (or none with an object)."""
+    usage = read_usage(spark, usage_table)
+    if usage is None:
+        return None
+    try:
+        mine = usage.where((F.col("bucket") == bucket) & (F.col("state") == CURRENT))
+        newest = mine.agg(F.max("inventory_date")).first()
+        if newest is None or newest[0] is None:
+            return None
+        groups = key_groups(mine.where(F.col("inventory_date") == newest[0]), registry, bucket)
+    except Exception as error:  # only a layout's estimate: the checked-first path needs none
+        log.info("no counts of bucket %s in %s: %s", bucket, usage_table, spark_error_summary(error)[:200])
+        return None
+    return groups if any(group.objects for group in groups) else None
+
+
+def write_inventory(
+    rows: DataFrame, ranges: Any, objects: int, partitions: int, inventory_table: str, bucket: str
+) -> None:
+    """Replace ``bucket``'s partition of the inventory table with ``rows`` (current, tagged), in
+    ``partitions`` files of about ``objects / partitions`` rows cut at ``ranges``."""
+    name_jobs(rows.sparkSession, "write inventory")
+    (
+        # contiguous key ranges per file: Delta's min/max stats skip most files
+        laid_out(rows, ranges, rows_per_file=-(-objects // partitions))
+        .write.format("delta")
+        .mode("overwrite")
+        # replaceWhere is dynamic partition overwrite of exactly this bucket, which also empties
+        # the partition when the bucket is now empty, and Delta checks every row against it.
+        .option("replaceWhere", f"bucket = '{sql_string(bucket)}'")
+        .partitionBy("bucket")
+        .save(inventory_table)
+    )
+
+
 def load_delivery(
     spark: SparkSession,
     delivery: Delivery,
@@ -150,43 +267,83 @@ def load_delivery(
     usage_table: str | None = None,
 ) -> dict[str, Any]:
     """Check a delivery's rows and replace its bucket's partition of the inventory table, then its
-    bucket and date in the usage table (computed in the checking job: no extra pass)."""
-    rows = normalised_delivery(spark, delivery)
+    bucket and date in the usage table: checked while written when it can be (the module's notes),
+    else checked first. The run's figures, with ``checked_while_writing``."""
+    rows, versioned = normalised_delivery(spark, delivery)
+    bucket = delivery.source_bucket
+    name_jobs(spark, "last counts")
+    last = None if versioned or not usage_table else last_key_groups(spark, usage_table, registry, bucket)
+    if last is None:
+        return {
+            **_load_checked_first(spark, delivery, rows, inventory_table, registry, usage_table),
+            "checked_while_writing": False,
+        }
+    tagged = tag_owning_table(rows, registry)  # every row is current: the delivery has no versions
+    objects = sum(group.objects for group in last)
+    partitions = write_partitions(spark, objects)
+    try:
+        write_inventory(
+            checked_rows(tagged, bucket),
+            key_ranges(last, partitions),
+            objects,
+            partitions,
+            inventory_table,
+            bucket,
+        )
+    except Exception as write_error:
+        # which rows, and how many: the checks' own job, run only when the write failed
+        name_jobs(spark, "checks")
+        try:
+            checked = delivery_figures(usage_aggregate(tagged, *delivery_checks(bucket)))
+        except Exception:
+            raise write_error from None  # unreadable: the write's own error says where
+        error = bad_rows_error(checked, delivery)
+        if error is not None:
+            raise error from None
+        raise
+    # the usage rows of what was just written: the same rows, every one of them current
+    written = spark.read.format("delta").load(inventory_table).where(F.col("bucket") == bucket)
+    usage = usage_aggregate(with_optional_columns(written, OPTIONAL_COLUMNS), *delivery_checks(bucket))
+    usage = usage.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        name_jobs(spark, "usage")
+        figures = delivery_figures(usage)
+        if usage_table:
+            name_jobs(spark, "write usage")
+            write_usage(spark, usage, usage_table, bucket, delivery.inventory_date)
+    finally:
+        usage.unpersist()
+    return {**figures, "checked_while_writing": True}
+
+
+def _load_checked_first(
+    spark: SparkSession,
+    delivery: Delivery,
+    rows: DataFrame,
+    inventory_table: str,
+    registry: TableRegistry | None,
+    usage_table: str | None,
+) -> dict[str, Any]:
+    """One job checks every row and sums the usage rows, cached; then the write, cut from its
+    counts; then the usage rows."""
     usage = usage_aggregate(tag_owning_table(rows, registry), *delivery_checks(delivery.source_bucket))
     usage = usage.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         name_jobs(spark, "checks")
         figures = delivery_figures(usage)
-        where = delivery.manifest_uri
-        if figures["foreign_rows"]:
-            raise InventoryDataError(
-                f"{where}: {figures['foreign_rows']} row(s) name bucket "
-                f"{figures['foreign_bucket']!r}, not the manifest's {delivery.source_bucket!r}"
-            )
-        if figures["keyless_rows"]:
-            raise InventoryDataError(f"{where}: {figures['keyless_rows']} row(s) have no key")
-        if figures["incomplete_rows"]:
-            raise InventoryDataError(
-                f"{where}: {figures['incomplete_rows']} object row(s) lack Size or LastModifiedDate"
-            )
+        error = bad_rows_error(figures, delivery)
+        if error is not None:
+            raise error
         name_jobs(spark, "layout")
         partitions = write_partitions(spark, figures["objects"])
         ranges = key_ranges(key_groups(usage, registry, delivery.source_bucket), partitions)
-        name_jobs(spark, "write inventory")
-        (
-            # contiguous key ranges per file: Delta's min/max stats skip most files
-            laid_out(
-                tag_owning_table(rows.where(is_current_version()), registry),
-                ranges,
-                rows_per_file=-(-figures["objects"] // partitions),
-            )
-            .write.format("delta")
-            .mode("overwrite")
-            # replaceWhere is dynamic partition overwrite of exactly this bucket, which also empties
-            # the partition when the bucket is now empty, and Delta checks every row against it.
-            .option("replaceWhere", f"bucket = '{sql_string(delivery.source_bucket)}'")
-            .partitionBy("bucket")
-            .save(inventory_table)
+        write_inventory(
+            tag_owning_table(rows.where(is_current_version()), registry),
+            ranges,
+            figures["objects"],
+            partitions,
+            inventory_table,
+            delivery.source_bucket,
         )
         if usage_table:
             name_jobs(spark, "write usage")
@@ -226,6 +383,7 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
             outcome.noncurrent_objects = figures["noncurrent_objects"]
             outcome.noncurrent_bytes = figures["noncurrent_bytes"]
             outcome.delete_markers = figures["delete_markers"]
+            outcome.checked_while_writing = figures["checked_while_writing"]
             outcome.status = "ok"
         except InventoryVacuumError as error:
             outcome.error = str(error)

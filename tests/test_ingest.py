@@ -419,6 +419,86 @@ def test_an_emptied_bucket_empties_its_partition(spark, s3, bucket_factory, tmp_
     assert table_rows(spark, table, source) == {}
 
 
+def _object_rows(bucket: str, keys, taken_at, **changes):
+    """Inventory rows of an unversioned bucket, as ``write_delivery`` takes them."""
+    for index, key in enumerate(keys):
+        yield {
+            **dict.fromkeys(("version_id", "is_latest", "is_delete_marker", "checksum_algorithm")),
+            "bucket": bucket,
+            "key": key,
+            "size": 1_000 + index,
+            "last_modified_date": taken_at,
+            "e_tag": f"e{index}",
+            "storage_class": ("STANDARD", "GLACIER_IR", "STANDARD_IA")[index % 3],
+            "is_multipart_uploaded": False,
+            **changes.get(key, {}),
+        }
+
+
+@pytest.mark.slow
+def test_a_later_delivery_is_checked_while_written_and_loads_what_checking_first_loads(
+    spark, s3, bucket_factory, tmp_path
+):
+    """With the bucket's counts from an earlier delivery in the usage table, an unversioned
+    delivery is read once: the write checks each row. It loads the same rows and usage rows as
+    the checked-first path (the first delivery's, here into a second inventory table), and a bad
+    row still fails the write with the checks' own message, committing nothing."""
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    destination = StorageLocation.parse(f"s3://{inventory}/reports")
+    tables = write_tables(tmp_path, source)
+    day = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    first = [f"warehouse/events/d={n}/part-{n}.parquet" for n in range(12)] + ["other/x.txt"]
+    write_delivery(s3, source, _object_rows(source, first, day), destination, "daily", taken_at=day)
+    table, usage = f"s3://{inventory}/tables/inventory", f"s3://{inventory}/tables/inventory_usage"
+    code, result = cli_json(*ingest_args(inventory, table, source, extra=["--tables", tables]))
+    assert code == 0 and result["buckets"][0]["checked_while_writing"] is False  # no counts yet
+
+    later = day.replace(day=2)
+    second = list(dict.fromkeys([*first[3:], *SPECIAL_KEYS, "warehouse/events_v2/d=1/part-9.parquet"]))
+    write_delivery(s3, source, _object_rows(source, second, later), destination, "daily", taken_at=later)
+    code, result = cli_json(*ingest_args(inventory, table, source, extra=["--tables", tables]))
+    [loaded] = result["buckets"]
+    assert code == 0 and loaded["checked_while_writing"] is True and loaded["rows"] == len(second)
+    # the same delivery, checked first: an inventory table and usage table of its own, no counts
+    peer, peer_usage = f"{table}_peer", f"{usage}_peer"
+    extra = ["--tables", tables, "--usage-table", peer_usage, "--runs-table", f"{table}_peer_runs"]
+    code, result = cli_json(*ingest_args(inventory, peer, source, extra=extra))
+    [checked] = result["buckets"]
+    assert code == 0 and checked["checked_while_writing"] is False
+    for name in ("rows", "bytes", "noncurrent_objects", "noncurrent_bytes", "delete_markers"):
+        assert loaded[name] == checked[name], name
+    assert table_rows(spark, table, source) == table_rows(spark, peer, source)
+    assert set(table_rows(spark, table, source)) == set(second)
+
+    def usage_rows(location):
+        frame = spark.read.format("delta").load(location).where(F.col("inventory_date") == "2024-03-02")
+        return sorted(tuple(r) for r in frame.select(*sorted(frame.columns)).collect())
+
+    assert usage_rows(usage) == usage_rows(peer_usage) and len(usage_rows(usage)) > 3
+
+    versions = {
+        location: DeltaTable.forPath(spark, location).history(1).first()["version"]
+        for location in (table, usage)
+    }
+    bad_days = {
+        # the key and the size are the checks this path's write makes itself (Delta's replaceWhere
+        # refuses a row of another bucket on its own)
+        "row(s) have no key": {"warehouse/events/d=5/part-5.parquet": {"key": ""}},
+        "object row(s) lack Size or LastModifiedDate": {"other/x.txt": {"size": None}},
+    }
+    for index, (message, changes) in enumerate(bad_days.items()):
+        taken = day.replace(day=3 + index)
+        rows = _object_rows(source, second, taken, **changes)
+        write_delivery(s3, source, rows, destination, "daily", taken_at=taken)
+        code, result = cli_json(*ingest_args(inventory, table, source, extra=["--tables", tables]))
+        [failed] = result["buckets"]
+        assert code == 1 and f"manifest.json: 1 {message}" in failed["error"], failed["error"]
+        assert "\n" not in failed["error"]
+        for location, version in versions.items():  # nothing committed, to either table
+            assert DeltaTable.forPath(spark, location).history(1).first()["version"] == version
+        assert set(table_rows(spark, table, source)) == set(second)
+
+
 GOOD_ROW = ["{b}", "k/1", "3", "2024-01-15T00:00:00.000Z", "e", "STANDARD", "false", "SSE-S3"]
 
 
