@@ -10,7 +10,8 @@ ways to do that:
   (every row is a current object, so every row is written) and the usage table holds the
   bucket's counts from an earlier delivery, the ranges are cut from those counts and the write
   itself checks each row: a bad row fails the write's tasks, so Delta commits nothing. The usage
-  rows are then summed from the partition just written, which holds the very same rows.
+  rows are then summed from the partition just written (at the version this ingest committed),
+  which holds the very same rows, or from the delivery if that cannot be read back.
 - **Checked first, two reads.** Otherwise (the first delivery of a bucket, no usage table, a
   versioned delivery, whose noncurrent rows are counted but never written) one Spark job checks
   every row and sums the usage rows, and a second writes, cut from the first job's counts.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -63,6 +65,10 @@ log = logging.getLogger("inventory_vacuum")
 
 # The fields that make a delivery versioned: its rows may be noncurrent versions or delete markers
 _VERSION_FIELDS = ("version_id", "is_latest", "is_delete_marker")
+# What a Spark task raises on a row the delivery checks would count (a delivery checked while written)
+_BAD_ROW = "inventory-vacuum: a row fails the delivery checks"
+# How many of the inventory table's newest commits are searched for the one an ingest just made
+_OWN_COMMIT_AMONG = 20
 
 
 @dataclass(frozen=True)
@@ -133,10 +139,10 @@ def read_delivery(spark: SparkSession, delivery: Delivery) -> DataFrame:
 
 def normalised_delivery(spark: SparkSession, delivery: Delivery) -> tuple[DataFrame, bool]:
     """Every row of a delivery in the inventory table's schema (``table`` still null), and whether
-    the delivery is versioned (its data has a version field: the files' own columns, not the
-    manifest's word)."""
+    the delivery may be versioned: its manifest's ``fileSchema`` or the columns Spark reads (the
+    schema of one Parquet or ORC file) name a version field."""
     raw = read_delivery(spark, delivery)
-    versioned = any(snake_case(column) in _VERSION_FIELDS for column in raw.columns)
+    versioned = any(snake_case(column) in _VERSION_FIELDS for column in (*raw.columns, *delivery.fields))
     rows = normalise(
         raw,
         file_format=delivery.file_format,
@@ -212,12 +218,7 @@ def checked_rows(rows: DataFrame, bucket: str) -> DataFrame:
         | F.col("modificationTime").isNull()
     )
     # the key is written, so Spark evaluates this for every row it writes
-    return rows.withColumn(
-        "key",
-        F.when(bad, F.raise_error(F.lit(f"a row of bucket {bucket}'s delivery fails the checks"))).otherwise(
-            F.col("key")
-        ),
-    )
+    return rows.withColumn("key", F.when(bad, F.raise_error(F.lit(_BAD_ROW))).otherwise(F.col("key")))
 
 
 def last_key_groups(
@@ -241,12 +242,19 @@ def last_key_groups(
 
 
 def write_inventory(
-    rows: DataFrame, ranges: Any, objects: int, partitions: int, inventory_table: str, bucket: str
+    rows: DataFrame,
+    ranges: Any,
+    objects: int,
+    partitions: int,
+    inventory_table: str,
+    bucket: str,
+    commit_tag: str | None = None,
 ) -> None:
     """Replace ``bucket``'s partition of the inventory table with ``rows`` (current, tagged), in
-    ``partitions`` files of about ``objects / partitions`` rows cut at ``ranges``."""
+    ``partitions`` files of about ``objects / partitions`` rows cut at ``ranges``; the commit's
+    ``userMetadata`` is ``commit_tag`` when one is given."""
     name_jobs(rows.sparkSession, "write inventory")
-    (
+    writer = (
         # contiguous key ranges per file: Delta's min/max stats skip most files
         laid_out(rows, ranges, rows_per_file=-(-objects // partitions))
         .write.format("delta")
@@ -255,8 +263,38 @@ def write_inventory(
         # the partition when the bucket is now empty, and Delta checks every row against it.
         .option("replaceWhere", f"bucket = '{sql_string(bucket)}'")
         .partitionBy("bucket")
-        .save(inventory_table)
     )
+    if commit_tag is not None:
+        writer = writer.option("userMetadata", commit_tag)
+    writer.save(inventory_table)
+
+
+def own_commit(spark: SparkSession, inventory_table: str, commit_tag: str) -> int:
+    """The version of the inventory table that the commit tagged ``commit_tag`` made."""
+    target = "delta.`" + inventory_table.replace("`", "``") + "`"
+    for row in spark.sql(f"DESCRIBE HISTORY {target} LIMIT {_OWN_COMMIT_AMONG}").collect():
+        if row["userMetadata"] == commit_tag:
+            return int(row["version"])
+    raise InventoryVacuumError(
+        f"{inventory_table}: the ingest's commit is not among its {_OWN_COMMIT_AMONG} newest"
+    )
+
+
+def summed_usage(
+    spark: SparkSession, usage: DataFrame, usage_table: str | None, bucket: str, inventory_date: str
+) -> dict[str, Any]:
+    """The run's figures from ``usage`` (usage rows with :func:`delivery_checks`), which then
+    replace the bucket's rows of ``inventory_date`` in the usage table, if there is one."""
+    usage = usage.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        name_jobs(spark, "usage")
+        figures = delivery_figures(usage)
+        if usage_table:
+            name_jobs(spark, "write usage")
+            write_usage(spark, usage, usage_table, bucket, inventory_date)
+    finally:
+        usage.unpersist()
+    return figures
 
 
 def load_delivery(
@@ -281,6 +319,7 @@ def load_delivery(
     tagged = tag_owning_table(rows, registry)  # every row is current: the delivery has no versions
     objects = sum(group.objects for group in last)
     partitions = write_partitions(spark, objects)
+    commit_tag = f"inventory-vacuum ingest {uuid.uuid4()}"
     try:
         write_inventory(
             checked_rows(tagged, bucket),
@@ -289,30 +328,49 @@ def load_delivery(
             partitions,
             inventory_table,
             bucket,
+            commit_tag,
         )
     except Exception as write_error:
-        # which rows, and how many: the checks' own job, run only when the write failed
+        if _BAD_ROW not in str(write_error):
+            raise
+        # which rows, and how many: the checks' own job, run only when a row failed the write
         name_jobs(spark, "checks")
         try:
             checked = delivery_figures(usage_aggregate(tagged, *delivery_checks(bucket)))
         except Exception:
-            raise write_error from None  # unreadable: the write's own error says where
+            raise write_error from None
         error = bad_rows_error(checked, delivery)
         if error is not None:
             raise error from None
         raise
-    # the usage rows of what was just written: the same rows, every one of them current
-    written = spark.read.format("delta").load(inventory_table).where(F.col("bucket") == bucket)
-    usage = usage_aggregate(with_optional_columns(written, OPTIONAL_COLUMNS), *delivery_checks(bucket))
-    usage = usage.persist(StorageLevel.MEMORY_AND_DISK)
+    # the partition is replaced: from here on, a failure must not report the bucket as failed
+    checks = delivery_checks(bucket)
     try:
-        name_jobs(spark, "usage")
-        figures = delivery_figures(usage)
-        if usage_table:
-            name_jobs(spark, "write usage")
-            write_usage(spark, usage, usage_table, bucket, delivery.inventory_date)
-    finally:
-        usage.unpersist()
+        # the usage rows of what was just written, at the version this ingest made: the same rows
+        written = (
+            spark.read.format("delta")
+            .option("versionAsOf", own_commit(spark, inventory_table, commit_tag))
+            .load(inventory_table)
+            .where(F.col("bucket") == bucket)
+        )
+        usage = usage_aggregate(with_optional_columns(written, OPTIONAL_COLUMNS), *checks)
+        figures = summed_usage(spark, usage, usage_table, bucket, delivery.inventory_date)
+    except Exception as error:
+        log.warning(
+            "bucket %s: the partition just written cannot be read back (%s); its figures are "
+            "counted from the delivery instead",
+            bucket,
+            spark_error_summary(error),
+        )
+        try:
+            figures = summed_usage(
+                spark, usage_aggregate(tagged, *checks), usage_table, bucket, delivery.inventory_date
+            )
+        except Exception as second:
+            raise InventoryVacuumError(
+                f"{delivery.manifest_uri}: loaded into {inventory_table}, but its figures cannot be "
+                f"counted: {spark_error_summary(second)}"
+            ) from None
     return {**figures, "checked_while_writing": True}
 
 

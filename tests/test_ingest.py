@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from core.paths import StorageLocation
 from core.registry import parse_registry
 from core.tables import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
-from inventory import layout
+from inventory import layout, load
 from inventory.delivery_writer import snapshot_bucket, write_delivery
 from inventory.layout import KeyGroup, KeyRange, key_ranges
 from inventory.schema import tag_owning_table
@@ -437,12 +437,13 @@ def _object_rows(bucket: str, keys, taken_at, **changes):
 
 @pytest.mark.slow
 def test_a_later_delivery_is_checked_while_written_and_loads_what_checking_first_loads(
-    spark, s3, bucket_factory, tmp_path
+    spark, s3, bucket_factory, tmp_path, monkeypatch
 ):
     """With the bucket's counts from an earlier delivery in the usage table, an unversioned
     delivery is read once: the write checks each row. It loads the same rows and usage rows as
     the checked-first path (the first delivery's, here into a second inventory table), and a bad
-    row still fails the write with the checks' own message, committing nothing."""
+    row still fails the write with the checks' own message, committing nothing. Once committed,
+    the bucket is loaded even if the partition cannot be read back for its figures."""
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     destination = StorageLocation.parse(f"s3://{inventory}/reports")
     tables = write_tables(tmp_path, source)
@@ -484,7 +485,11 @@ def test_a_later_delivery_is_checked_while_written_and_loads_what_checking_first
         # the key and the size are the checks this path's write makes itself (Delta's replaceWhere
         # refuses a row of another bucket on its own)
         "row(s) have no key": {"warehouse/events/d=5/part-5.parquet": {"key": ""}},
-        "object row(s) lack Size or LastModifiedDate": {"other/x.txt": {"size": None}},
+        "object row(s) lack Size or LastModifiedDate": {
+            "other/x.txt": {"size": None},
+            "warehouse/events/d=6/part-6.parquet": {"last_modified_date": None},
+        },
+        "row(s) name bucket 'someone-else'": {"other/x.txt": {"bucket": "someone-else"}},
     }
     for index, (message, changes) in enumerate(bad_days.items()):
         taken = day.replace(day=3 + index)
@@ -492,11 +497,23 @@ def test_a_later_delivery_is_checked_while_written_and_loads_what_checking_first
         write_delivery(s3, source, rows, destination, "daily", taken_at=taken)
         code, result = cli_json(*ingest_args(inventory, table, source, extra=["--tables", tables]))
         [failed] = result["buckets"]
-        assert code == 1 and f"manifest.json: 1 {message}" in failed["error"], failed["error"]
+        assert code == 1 and f"manifest.json: {len(changes)} {message}" in failed["error"], failed["error"]
         assert "\n" not in failed["error"]
         for location, version in versions.items():  # nothing committed, to either table
             assert DeltaTable.forPath(spark, location).history(1).first()["version"] == version
         assert set(table_rows(spark, table, source)) == set(second)
+
+    def unreadable(*args):
+        raise RuntimeError("the read-back failed")
+
+    monkeypatch.setattr(load, "own_commit", unreadable)
+    taken = day.replace(day=9)
+    write_delivery(s3, source, _object_rows(source, first, taken), destination, "daily", taken_at=taken)
+    code, result = cli_json(*ingest_args(inventory, table, source, extra=["--tables", tables]))
+    [loaded] = result["buckets"]  # counted from the delivery instead
+    assert code == 0 and loaded["checked_while_writing"] is True and loaded["rows"] == len(first)
+    assert loaded["bytes"] == sum(1_000 + index for index in range(len(first)))
+    assert set(table_rows(spark, table, source)) == set(first)
 
 
 GOOD_ROW = ["{b}", "k/1", "3", "2024-01-15T00:00:00.000Z", "e", "STANDARD", "false", "SSE-S3"]
