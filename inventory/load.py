@@ -17,8 +17,9 @@ ways to do that:
   every row and sums the usage rows, and a second writes, cut from the first job's counts.
 
 The ranges decide only which task writes a row, never whether it is written: counts a day old
-cost balance or file skipping at most. A failure anywhere leaves the inventory table as it was.
-The usage rows of the bucket and date are replaced last; that derived table failing only warns.
+cost balance or file skipping at most. A failure before the commit leaves the inventory table as
+it was; after it, the bucket is loaded (a failure to count its figures from both the partition
+and the delivery says so in its error). The usage rows of the bucket and date are replaced last; that derived table failing only warns.
 """
 
 from __future__ import annotations
