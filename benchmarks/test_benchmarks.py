@@ -333,7 +333,13 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
                 "rows": 1_000_000,
                 "data_files": 4,
                 "sides": [
-                    side(ingest_rate.OURS, 10.0, 2, 1.0, 1),
+                    {
+                        **side(ingest_rate.OURS, 10.0, 2, 1.0, 1),
+                        "round_layouts": [
+                            f"{ingest_rate.OURS}, fell back to a global sort",
+                            ingest_rate.OURS,
+                        ],
+                    },
                     side(ingest_rate.FIRST, 15.0, 2, 1.0, 1),
                     side(ingest_rate.PEER, 20.0, 8, 1.2, 2),
                 ],
@@ -342,7 +348,13 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
     }
     rows = [line for line in ingest_rate.markdown(document).splitlines() if line.startswith("| parquet")]
     assert [row.split(" | ")[3:8] for row in rows] == [
-        ["key ranges, checked while written", "10.0", "10.0, 11.0", "100,000", "1.00"],
+        [
+            "key ranges, checked while written",
+            "10.0",
+            "10.0 (fell back to a global sort), 11.0",
+            "100,000",
+            "1.00",
+        ],
         ["key ranges, checked first", "15.0", "15.0, 16.0", "66,667", "1.50"],
         ["global sort, checked first", "20.0", "20.0, 21.0", "50,000", "2.00"],
     ]

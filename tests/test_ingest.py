@@ -482,8 +482,8 @@ def test_a_later_delivery_is_checked_while_written_and_loads_what_checking_first
         for location in (table, usage)
     }
     bad_days = {
-        # the key and the size are the checks this path's write makes itself (Delta's replaceWhere
-        # refuses a row of another bucket on its own)
+        # each checked by this path's write itself (Delta's replaceWhere would refuse a row of
+        # another bucket too, with a message of its own)
         "row(s) have no key": {"warehouse/events/d=5/part-5.parquet": {"key": ""}},
         "object row(s) lack Size or LastModifiedDate": {
             "other/x.txt": {"size": None},
