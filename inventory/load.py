@@ -41,7 +41,7 @@ from core.paths import StorageLocation
 from core.registry import TableRegistry
 from core.session import job_group, name_jobs
 from core.tables import INVENTORY_RUNS_SCHEMA, append_run_rows
-from inventory.layout import KeyGroup, key_groups, key_ranges, laid_out, write_partitions
+from inventory.layout import KeyGroup, KeyRange, key_groups, key_ranges, laid_out, write_partitions
 from inventory.manifest import Delivery, find_delivery
 from inventory.schema import (
     csv_read_schema,
@@ -244,7 +244,7 @@ def last_key_groups(
 
 def write_inventory(
     rows: DataFrame,
-    ranges: Any,
+    ranges: Sequence[KeyRange] | None,
     objects: int,
     partitions: int,
     inventory_table: str,
