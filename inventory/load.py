@@ -281,6 +281,38 @@ def own_commit(spark: SparkSession, inventory_table: str, commit_tag: str) -> in
     )
 
 
+def written_rows(written: DataFrame, registry: TableRegistry | None, bucket: str) -> DataFrame:
+    """The rows of ``bucket``'s partition just written, for their usage rows, with a tagged row's
+    key read from its table instead of the inventory table.
+
+    A usage row needs of a key only its first component (its ``prefix``) and that it is not empty
+    (a check). A row tagged with a registered table of ``bucket`` lies below that table's key, on
+    a component boundary, so both follow from the table: its key is given as the first component
+    of its table's key plus ``/``, and the key column, most of a partition's bytes, is read only
+    from the files Delta's statistics say hold an untagged row. A tagged row whose table the
+    registry does not name (none is: the rows were tagged from this registry) fails the Spark
+    task, and the figures are then counted from the delivery.
+    """
+    if registry is None:
+        return written
+    first_components = {
+        table.name: table.location.key.split("/", 1)[0]
+        for table in registry.tables
+        if table.location.is_s3 and table.location.bucket == bucket
+    }
+    if not first_components:
+        return written
+    lookup = F.create_map(*[F.lit(part) for pair in sorted(first_components.items()) for part in pair])
+    known = F.element_at(lookup, F.col("table"))
+    owned = written.where(F.col("table").isNotNull()).withColumn(
+        "key",
+        F.when(known.isNotNull(), F.concat(known, F.lit("/"))).otherwise(
+            F.raise_error(F.lit("inventory-vacuum: a row's table is not registered in its bucket"))
+        ),
+    )
+    return owned.unionByName(written.where(F.col("table").isNull()))
+
+
 def summed_usage(
     spark: SparkSession, usage: DataFrame, usage_table: str | None, bucket: str, inventory_date: str
 ) -> dict[str, Any]:
@@ -354,7 +386,9 @@ def load_delivery(
             .load(inventory_table)
             .where(F.col("bucket") == bucket)
         )
-        usage = usage_aggregate(with_optional_columns(written, OPTIONAL_COLUMNS), *checks)
+        usage = usage_aggregate(
+            written_rows(with_optional_columns(written, OPTIONAL_COLUMNS), registry, bucket), *checks
+        )
         figures = summed_usage(spark, usage, usage_table, bucket, delivery.inventory_date)
     except Exception as error:
         log.warning(

@@ -447,19 +447,29 @@ def test_a_later_delivery_is_checked_while_written_and_loads_what_checking_first
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     destination = StorageLocation.parse(f"s3://{inventory}/reports")
     tables = write_tables(tmp_path, source)
+    with open(tables, "a") as registry:  # a table one component deep: its own usage prefix
+        registry.write(f"  - {{name: top, path: 's3://{source}/top', owner: growth}}\n")
     day = datetime(2024, 3, 1, tzinfo=timezone.utc)
-    first = [f"warehouse/events/d={n}/part-{n}.parquet" for n in range(12)] + ["other/x.txt"]
+    first = [f"warehouse/events/d={n}/part-{n}.parquet" for n in range(12)] + [
+        "other/x.txt",
+        "top/a b.parquet",
+    ]
     write_delivery(s3, source, _object_rows(source, first, day), destination, "daily", taken_at=day)
     table, usage = f"s3://{inventory}/tables/inventory", f"s3://{inventory}/tables/inventory_usage"
     code, result = cli_json(*ingest_args(inventory, table, source, extra=["--tables", tables]))
     assert code == 0 and result["buckets"][0]["checked_while_writing"] is False  # no counts yet
 
     later = day.replace(day=2)
-    second = list(dict.fromkeys([*first[3:], *SPECIAL_KEYS, "warehouse/events_v2/d=1/part-9.parquet"]))
+    second = list(
+        dict.fromkeys([*first[3:], *SPECIAL_KEYS, "warehouse/events_v2/d=1/part-9.parquet", "top/x/y"])
+    )
     write_delivery(s3, source, _object_rows(source, second, later), destination, "daily", taken_at=later)
+    warnings = []
+    monkeypatch.setattr(load.log, "warning", lambda *args: warnings.append(args))
     code, result = cli_json(*ingest_args(inventory, table, source, extra=["--tables", tables]))
     [loaded] = result["buckets"]
     assert code == 0 and loaded["checked_while_writing"] is True and loaded["rows"] == len(second)
+    assert warnings == []  # its figures summed from the partition written, not from the delivery
     # the same delivery, checked first: an inventory table and usage table of its own, no counts
     peer, peer_usage = f"{table}_peer", f"{usage}_peer"
     extra = ["--tables", tables, "--usage-table", peer_usage, "--runs-table", f"{table}_peer_runs"]
