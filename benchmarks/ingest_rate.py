@@ -17,12 +17,14 @@ other depths (an empty registry, the default, skips the tagging).
 Each delivery is ingested ``--rounds`` times three ways (the order rotating; the median round of
 each is reported), each into an inventory table and a usage table of its own:
 
-- *key ranges, checked while written*: the command as it loads a bucket's later deliveries, with
-  the bucket's counts in the usage table from one unrecorded ingest of the same delivery before
-  the rounds (yesterday's delivery, in the daily job): the delivery is read once, and the write
-  checks each row (:mod:`inventory.load`);
-- *key ranges, checked first*: the command as it loads a bucket's first delivery: a checking job
-  reads the delivery, then the write reads it again, cut from the checking job's counts;
+- *key ranges, checked while written*: the command as it loads a bucket's later deliveries of
+  at least ``inventory.load.READ_ONCE_FROM_BYTES`` (here whatever the size), with the bucket's
+  counts in the usage table from one unrecorded ingest of the same delivery before the rounds
+  (yesterday's delivery, in the daily job): the delivery is read once, and the write checks each
+  row (:mod:`inventory.load`);
+- *key ranges, checked first*: the command as it loads a bucket's first delivery, and a smaller
+  one: a checking job reads the delivery, then the write reads it again, cut from the checking
+  job's counts;
 - *global sort, checked first*: the same with the keys sorted globally (Spark's range
   partitioner, which samples the delivery in a pass of its own), what the key ranges replace.
 
@@ -101,12 +103,13 @@ SIDES = (OURS, FIRST, PEER)
 
 @contextmanager
 def _side(side: str, used: list[bool]) -> Iterator[None]:
-    """The ingest as it is (``used`` gets whether it cut key ranges or fell back to the global
-    sort), or, for the peers, with the usage table's counts withheld, as for a bucket's first
-    delivery (checked first), and for the global sort also the layout's ranges."""
+    """The ingest as it is, read once whatever the delivery's size (``used`` gets whether it cut
+    key ranges or fell back to the global sort), or, for the peers, with the usage table's counts
+    withheld, as for a bucket's first delivery (checked first), and for the global sort also the
+    layout's ranges."""
     from inventory import load
 
-    ranges_of, counts_of = load.key_ranges, load.last_key_groups
+    ranges_of, counts_of, read_once_from = load.key_ranges, load.last_key_groups, load.READ_ONCE_FROM_BYTES
 
     def recorded(groups: Any, partitions: int) -> Any:
         ranges = ranges_of(groups, partitions)
@@ -114,12 +117,18 @@ def _side(side: str, used: list[bool]) -> Iterator[None]:
         return ranges
 
     load.key_ranges = recorded if side != PEER else (lambda groups, partitions: None)  # type: ignore[assignment]
-    if side != OURS:
+    if side == OURS:
+        load.READ_ONCE_FROM_BYTES = 0
+    else:
         load.last_key_groups = lambda *args: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        load.key_ranges, load.last_key_groups = ranges_of, counts_of
+        load.key_ranges, load.last_key_groups, load.READ_ONCE_FROM_BYTES = (
+            ranges_of,
+            counts_of,
+            read_once_from,
+        )
 
 
 def slice_files(table: str, bucket: str) -> dict[str, Any]:
@@ -193,7 +202,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from core.s3 import s3_client
     from core.session import build_spark_session
     from inventory.delivery_writer import write_delivery
-    from inventory.load import IngestRequest, ingest
+    from inventory.load import READ_ONCE_FROM_BYTES, IngestRequest, ingest
 
     started_at = datetime.now(timezone.utc)
     before = machine()
@@ -299,10 +308,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             s3, bucket, synthetic_rows(bucket, rows), destination, "daily", file_format=file_format
         )
         written = time.monotonic() - started
+        data_bytes = sum(
+            item["Size"]
+            for page in s3.get_paginator("list_objects_v2").paginate(
+                Bucket=META, Prefix=f"reports/{bucket}/daily/data/"
+            )
+            for item in page.get("Contents", [])
+        )
         return {
             "format": file_format,
             "rows": rows,
             "data_files": delivery.data_files,
+            "data_bytes": data_bytes,
+            # the side the command takes for this delivery (a later one of the bucket)
+            "command_reads_once": data_bytes >= READ_ONCE_FROM_BYTES,
             "delivery_write_seconds": round(written, 2),
             "bucket": bucket,
             "sides": sides(bucket, rows, rounds),
@@ -331,6 +350,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         **run_header("ingest_rate", started_at, before),
         "spark_start_seconds": round(spark_start, 2),
         "registered_tables": args.registered_tables,
+        "read_once_from_bytes": READ_ONCE_FROM_BYTES,
         "results": results,
     }
 
@@ -352,18 +372,20 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         "Each delivery is ingested three ways in the same run, each into an inventory table and a "
         "usage table of its own, round after round with the order rotating; each row is its side's "
-        f"median round. *{OURS}* is the command as it loads a bucket's later deliveries: files cut "
-        "at the tables from the bucket's counts in the usage table (left by one unrecorded ingest "
-        "of the same delivery before the rounds, as yesterday's delivery leaves them), the delivery "
-        f"read once and each row checked by the write. *{FIRST}* is the command as it loads a "
-        "bucket's first delivery: a checking job reads the delivery, then the write reads it again, "
-        f"cut from the checking job's counts. *{PEER}* sorts the keys globally instead (Spark's "
+        f"median round. *{OURS}* is the command as it loads a bucket's later deliveries of "
+        f"{document['read_once_from_bytes'] / 2**20:,.0f} MiB of data files or more (here whatever "
+        "the size): files cut at the tables from the bucket's counts in the usage table (left by "
+        "one unrecorded ingest of the same delivery before the rounds, as yesterday's delivery "
+        f"leaves them), the delivery read once and each row checked by the write. *{FIRST}* is the "
+        "command as it loads a bucket's first delivery, and a smaller one: a checking job reads the "
+        "delivery, then the write reads it again, cut from the checking job's counts. The side the "
+        f"command takes for a later delivery of that size is marked ◆. *{PEER}* sorts the keys globally instead (Spark's "
         "range partitioner, which samples the delivery in a pass of its own). *Slice reads*: over "
         "the 100 tables the keys lie in, how many of the bucket's files a table's slice reads "
         "(those whose smallest and largest key in Delta's statistics meet the table's keys), mean "
         "and most.",
         "",
-        "| format | rows | data files | side | ingest s (median) | each round s | rows/s | ÷ ours | files written | MB written | slice reads: mean / most |",
+        "| format | rows | data files (MB) | side | ingest s (median) | each round s | rows/s | ÷ ours | files written | MB written | slice reads: mean / most |",
         "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in document["results"]:
@@ -375,8 +397,11 @@ def markdown(document: dict[str, Any]) -> str:
                 f"{x:.1f}" + (" (fell back to a global sort)" if "fell back" in layout else "")
                 for x, layout in zip(side.get("round_seconds", []), layouts, strict=True)
             )
+            takes = r.get("command_reads_once")
+            mark = " ◆" if takes is not None and side["layout"] == (OURS if takes else FIRST) else ""
+            data = f" ({r['data_bytes'] / 1e6:,.0f})" if "data_bytes" in r else ""
             lines.append(
-                f"| {r['format']} | {r['rows']:,} | {r['data_files']} | {side['layout']} | "
+                f"| {r['format']} | {r['rows']:,} | {r['data_files']}{data} | {side['layout']}{mark} | "
                 f"{side['ingest_seconds']:.1f} | {rounds} | "
                 f"{side['rows_per_second']:,} | {ratio} | {side['files']} | {side['file_bytes'] / 1e6:,.1f} | "
                 f"{side['slice_files_mean']:g} / {side['slice_files_max']} |"

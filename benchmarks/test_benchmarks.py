@@ -327,11 +327,14 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
         "machine_before": {"cpus": 2, "load_average_1_5_15": [0.1, 0.1, 0.1]},
         "spark_start_seconds": 5.0,
         "registered_tables": 1000,
+        "read_once_from_bytes": 256 * 2**20,
         "results": [
             {
                 "format": "parquet",
                 "rows": 1_000_000,
                 "data_files": 4,
+                "data_bytes": 40_000_000,
+                "command_reads_once": False,  # under 256 MiB: the command checks it first
                 "sides": [
                     {
                         **side(ingest_rate.OURS, 10.0, 2, 1.0, 1),
@@ -346,16 +349,19 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
             }
         ],
     }
-    rows = [line for line in ingest_rate.markdown(document).splitlines() if line.startswith("| parquet")]
-    assert [row.split(" | ")[3:8] for row in rows] == [
+    text = ingest_rate.markdown(document)
+    assert "later deliveries of 256 MiB of data files or more" in text
+    rows = [line for line in text.splitlines() if line.startswith("| parquet")]
+    assert [row.split(" | ")[2:8] for row in rows] == [
         [
+            "4 (40)",
             "key ranges, checked while written",
             "10.0",
             "10.0 (fell back to a global sort), 11.0",
             "100,000",
             "1.00",
         ],
-        ["key ranges, checked first", "15.0", "15.0, 16.0", "66,667", "1.50"],
-        ["global sort, checked first", "20.0", "20.0, 21.0", "50,000", "2.00"],
+        ["4 (40)", "key ranges, checked first ◆", "15.0", "15.0, 16.0", "66,667", "1.50"],
+        ["4 (40)", "global sort, checked first", "20.0", "20.0, 21.0", "50,000", "2.00"],
     ]
     assert rows[2].endswith("| 8 | 40.0 | 1.2 / 2 |")
