@@ -9,13 +9,14 @@ ways to do that:
 - **Checked while written, one read of the delivery.** When the delivery has no version fields
   (every row is a current object, so every row is written), its data files total at least
   :data:`READ_ONCE_FROM_BYTES`, and the usage table holds the bucket's counts from an earlier
-  delivery, the ranges are cut from those counts and the write
-  itself checks each row: a bad row fails the write's tasks, so Delta commits nothing. The usage
-  rows are then summed from the partition just written (at the version this ingest committed),
-  which holds the very same rows, or from the delivery if that cannot be read back.
+  delivery, the ranges are cut from those counts and the write itself checks each row: a bad row
+  fails the write's tasks, so Delta commits nothing. The usage rows are then summed from the
+  partition just written (at the version this ingest committed), which holds the very same rows,
+  or from the delivery if that cannot be read back.
 - **Checked first, two reads.** Otherwise (the first delivery of a bucket, no usage table, a
-  small delivery, a versioned delivery, whose noncurrent rows are counted but never written) one Spark job checks
-  every row and sums the usage rows, and a second writes, cut from the first job's counts.
+  small delivery, a versioned delivery, whose noncurrent rows are counted but never written) one
+  Spark job checks every row and sums the usage rows, and a second writes, cut from the first
+  job's counts.
 
 The ranges decide only which task writes a row, never whether it is written: counts a day old
 cost balance or file skipping at most. A failure before the commit leaves the inventory table as
