@@ -109,6 +109,16 @@ INVENTORY_TABLE_SCHEMA = StructType(
     ]
 )
 
+# The inventory table's columns that Delta keeps min/max/null statistics of, set when an ingest
+# creates the table (``delta.dataSkippingStatsColumns``, Delta 3.0 on): the columns the product
+# filters the table on. A table's slice and figures are ranges of ``key``; the rows no table owns
+# are ``table IS NULL``; the checks look for a null ``length`` or ``modificationTime``; the figures
+# take the maxima of ``inventory_taken_at`` and ``modificationTime``. ``bucket`` is the partition
+# column, skipped by its values. Statistics of the other eleven columns (the full ``path`` and the
+# ETag among them) cost the write time and skip no file for any of the product's queries. A table
+# created before keeps its own setting; docs/ingest.md gives the ALTER TABLE that narrows it.
+INVENTORY_STATS_COLUMNS = ("key", "table", "length", "modificationTime", "inventory_taken_at")
+
 INVENTORY_RUNS_SCHEMA = StructType(
     [
         StructField("run_id", StringType()),

@@ -42,7 +42,7 @@ from core.errors import InventoryDataError, InventoryVacuumError, spark_error_su
 from core.paths import StorageLocation
 from core.registry import TableRegistry
 from core.session import job_group, name_jobs
-from core.tables import INVENTORY_RUNS_SCHEMA, append_run_rows
+from core.tables import INVENTORY_RUNS_SCHEMA, INVENTORY_STATS_COLUMNS, append_run_rows
 from inventory.layout import KeyGroup, KeyRange, key_groups, key_ranges, laid_out, write_partitions
 from inventory.manifest import Delivery, find_delivery
 from inventory.schema import (
@@ -271,6 +271,8 @@ def write_inventory(
         # the partition when the bucket is now empty, and Delta checks every row against it.
         .option("replaceWhere", f"bucket = '{sql_string(bucket)}'")
         .partitionBy("bucket")
+        # a table property: it takes effect when this write creates the table, and is ignored after
+        .option("delta.dataSkippingStatsColumns", ",".join(INVENTORY_STATS_COLUMNS))
     )
     if commit_tag is not None:
         writer = writer.option("userMetadata", commit_tag)

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from core.paths import StorageLocation
 from core.registry import parse_registry
-from core.tables import INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
+from core.tables import INVENTORY_STATS_COLUMNS, INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
 from inventory import layout, load
 from inventory.delivery_writer import snapshot_bucket, write_delivery
 from inventory.layout import KeyGroup, KeyRange, key_ranges
@@ -829,7 +829,8 @@ def test_ingest_writes_files_of_contiguous_key_ranges(
     """What a table's slice reads: with the tables registered, the files are cut at the tables
     from the checking job's counts (no sampling pass), a big table's files hold its keys only and
     a small table's keys sit in one file; without a registry, a global sort cuts them. Either way
-    no two files' key ranges overlap, except a big table's own."""
+    no two files' key ranges overlap, except a big table's own, and Delta's statistics, what its
+    file skipping compares, hold each file's key range (of the filtered columns only)."""
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     monkeypatch.setattr(layout, "ROWS_PER_FILE", 40)
     monkeypatch.setattr(layout, "SORTED_ABOVE_ROWS", 30)  # files of 40 rows: sorted inside
@@ -897,6 +898,18 @@ def test_ingest_writes_files_of_contiguous_key_ranges(
         for other_low, other_high, other_tables in files[index + 1 :]:
             if low <= other_high and other_low <= high:
                 assert tables == other_tables == {"t0"}, (low, high, other_low, other_high)
+    # the table the ingest created keeps statistics of the filtered columns only, and of every file
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()
+    assert detail["properties"]["delta.dataSkippingStatsColumns"] == ",".join(INVENTORY_STATS_COLUMNS)
+    log = spark.read.json(f"{table}/_delta_log/*.json").where("add IS NOT NULL").select("add.*").collect()
+    stats = {add["path"]: json.loads(add["stats"]) for add in log}
+    assert len(stats) == len(files)
+    for one in stats.values():
+        assert set(one["nullCount"]) == set(INVENTORY_STATS_COLUMNS)
+        assert set(one["minValues"]) <= set(INVENTORY_STATS_COLUMNS) and "key" in one["minValues"]
+    for row in collected:  # Delta truncates a long string's bounds, outwards
+        one = stats[next(path for path in stats if row["file"].endswith("/" + path.rsplit("/", 1)[-1]))]
+        assert one["minValues"]["key"] <= row["low"] and row["high"] <= one["maxValues"]["key"]
     if registered:
         # 4 ranges of 40 rows: other/ and warehouse/readme-* (8 rows) up to t0's keys; t0's 120
         # in 3 parts of its own; then t1, t2 and t3 (30 rows) together
@@ -909,6 +922,12 @@ def test_ingest_writes_files_of_contiguous_key_ranges(
         for t in (1, 2, 3):  # the files a slice of table t reads: one
             prefix = f"warehouse/t{t}/"
             assert sum(1 for low, high, _ in files if low < f"warehouse/t{t}0" and high >= prefix) == 1
+            bounds_met = [
+                one
+                for one in stats.values()
+                if one["minValues"]["key"] < f"warehouse/t{t}0" and one["maxValues"]["key"] >= prefix
+            ]
+            assert len(bounds_met) == 1  # by Delta's statistics too
 
 
 _COMPONENTS = st.sampled_from(["a", "b", "t", "t0", "é", "\U0001f600", "x y", "%2B", "=", "\uffff"])
