@@ -7,7 +7,6 @@ S3A and the Python workers of Spark tasks all reach the same local S3.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -115,16 +114,24 @@ def bucket_factory(s3):  # type: ignore[no-untyped-def]
 def lake_with_junk(spark, s3, bucket_factory, tmp_path):  # type: ignore[no-untyped-def]
     """A table on S3 past its 2-second retention with orphans beside its files, two of them keys
     Hadoop may reject, and its inventory ingested; ``expected`` is what a vacuum must delete."""
-    from tests.support.helpers import keys_of, put, registry_file, take_inventory
+    from tests.support.helpers import (
+        keys_of,
+        put,
+        registry_file,
+        retention_deadline,
+        take_inventory,
+        wait_until,
+    )
     from tests.support.tables import make_table, referenced_keys
 
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
     uri = make_table(spark, source)
     put(s3, source, "events/day=2024-01-01/orphan-1.parquet", "events/day=2024-01-02/orphan-2.parquet")
     put(s3, source, "events/10:00.log", "events/day=2024-01-02/x:y.parquet")  # keys Hadoop may reject
-    time.sleep(3)
+    past_retention = retention_deadline()
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
+    wait_until(past_retention)
     live = referenced_keys(spark, uri)
     expected = (
         {

@@ -26,8 +26,10 @@ from tests.support.helpers import (
     keys_of,
     put,
     registry_file,
+    retention_deadline,
     rows_at,
     take_inventory,
+    wait_until,
 )
 from tests.support.processes import bare_env, errors_in
 from tests.support.tables import make_table, referenced_keys
@@ -91,7 +93,7 @@ def test_transient_errors_and_dropped_connections_change_no_result(
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
     uri = make_table(spark, source)
     _put_many(s3, source, [f"events/day=2024-01-0{d}/junk-{i}.parquet" for d in (1, 2) for i in range(20)])
-    time.sleep(3)
+    past_retention = retention_deadline()
     expected = _garbage(s3, spark, source, uri)
     live, rows = referenced_keys(spark, uri), rows_at(spark, uri)
     deliver_inventory(s3, source, inventory_bucket)
@@ -100,6 +102,7 @@ def test_transient_errors_and_dropped_connections_change_no_result(
 
     # 5% of every request fails with 503 or 500, 2% lose their connection: boto3, S3A, the
     # batch deleter and the existence checks all retry
+    wait_until(past_retention)
     s3_server.inject(Faults(error_share=0.05, drop_share=0.02, seed=11))
     try:
         ingest_inventory(source, inventory_bucket, inventory)
@@ -135,9 +138,10 @@ def big_lake(spark, s3, bucket_factory, tmp_path):
         source,
         [f"events/day=2024-01-0{d}/orphan-{i:04d}.parquet" for d in (1, 2, 3, 4) for i in range(600)],
     )
-    time.sleep(3)
+    past_retention = retention_deadline()
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
+    wait_until(past_retention)
     return {
         "bucket": source,
         "uri": uri,

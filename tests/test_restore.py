@@ -7,14 +7,22 @@ flow on the local S3 server, after real vacuums of real Delta tables.
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from testing.local_s3 import Faults, LocalS3Server
-from tests.support.helpers import cli, cli_json, keys_of, put, registry_file, take_inventory
+from tests.support.helpers import (
+    cli,
+    cli_json,
+    keys_of,
+    put,
+    registry_file,
+    retention_deadline,
+    take_inventory,
+    wait_until,
+)
 from tests.support.tables import all_versions_readable, make_table, referenced_keys
 from vacuum.restore_plan import Deletion, Version, expiring_rule, plan_object, select_deletions
 
@@ -230,9 +238,10 @@ def _lake(spark: Any, s3: Any, bucket_factory: Any, tmp_path: Any, *, versioned:
     uri = make_table(spark, source)
     put(s3, source, "events/day=2024-01-01/orphan-1.parquet", body=b"orphan one")
     put(s3, source, "events/orphan-2.parquet", body=b"orphan number two")
-    time.sleep(3)
+    past_retention = retention_deadline()
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
+    wait_until(past_retention)
     visible = {
         k for k in keys_of(s3, source, "events/") if "/_" not in "/" + k[7:] and "/." not in "/" + k[7:]
     }

@@ -24,8 +24,10 @@ from tests.support.helpers import (
     keys_of,
     put,
     registry_file,
+    retention_deadline,
     rows_at,
     take_inventory,
+    wait_until,
     write_local_inventory,
 )
 from tests.support.tables import make_table, referenced_keys
@@ -48,11 +50,12 @@ def nested_lake(spark, s3, bucket_factory, tmp_path):
     spark.range(5).write.format("delta").save(inner)
     spark.range(3).write.format("delta").mode("overwrite").save(inner)
     put(s3, source, "wh/outer/junk.parquet")
-    time.sleep(3)
+    past_retention = retention_deadline()
     # a user put this project's own inventory table below the registered table
     inventory = f"s3://{source}/wh/outer/ops/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
     take_inventory(s3, source, inventory_bucket, inventory)  # now the inventory lists its own files
+    wait_until(past_retention)
     registry = registry_file(tmp_path, {"outer": f"s3://{source}/wh/outer"})
     return {"bucket": source, "outer": outer, "inner": inner, "inventory": inventory, "registry": registry}
 
@@ -139,9 +142,10 @@ def test_deep_partition_tree_plans_no_directories(spark, s3, bucket_factory, tmp
     )
     spark.sql(f"INSERT INTO delta.`{uri}` VALUES (1, 1, 1, 1, 1, 1), (2, 2, 1, 1, 1, 1)")
     spark.sql(f"INSERT OVERWRITE delta.`{uri}` VALUES (3, 1, 1, 1, 1, 1)")
-    time.sleep(2)
+    past_retention = retention_deadline(2.0)  # past the 1-second retention
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
+    wait_until(past_retention)
     registry = registry_file(tmp_path, {"deep": f"s3://{source}/deep"})
     before = keys_of(s3, source)
     out = tmp_path / "deep.parquet"
@@ -356,9 +360,10 @@ def test_tables_deleting_in_parallel_share_one_ledger(spark, s3, bucket_factory,
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
     uris = {name: make_table(spark, source, name) for name in ("one", "two", "three")}
     put(s3, source, *(f"{name}/junk.parquet" for name in uris))
-    time.sleep(3)
+    past_retention = retention_deadline()
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
+    wait_until(past_retention)
     registry = registry_file(tmp_path, uris)
     code, result = _vacuum(inventory, registry, "--parallel", "3")
     assert code == 0, [t["reason"] for t in result["tables"]]
@@ -407,9 +412,10 @@ def test_a_live_file_recorded_by_its_absolute_s3_uri_is_never_deleted(spark, s3,
         ).encode(),
     )
     put(s3, source, "events/day=2024-01-03/orphan.parquet")
-    time.sleep(3)
+    past_retention = retention_deadline()
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
+    wait_until(past_retention)
     registry = registry_file(tmp_path, {"events": f"s3://{source}/events"})
     code, result = _vacuum(inventory, registry)
     [run] = result["tables"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import cli_json, rows_at, write_local_inventory
+from tests.support.helpers import cli_json, retention_deadline, rows_at, wait_until, write_local_inventory
 from tests.support.tables import all_versions_readable, create_history_table, files_under, referenced_files
 
 
@@ -95,9 +95,10 @@ def test_short_retention_deletes_exactly_the_unreferenced_files(spark, tmp_path)
     create_history_table(spark, uri, retention="interval 2 seconds")
     touch(root / "day=2024-01-01" / "_SUCCESS")
     touch(root / "_delta_index" / "idx.bin")  # not hidden for Delta: an untracked index file
-    time.sleep(3)  # every removed file is now outside the 2-second retention window
+    past_retention = retention_deadline()  # every removed file is outside the retention then
     inventory = f"file://{tmp_path}/inventory"
     write_local_inventory(spark, root, inventory)
+    wait_until(past_retention)
     registry = write_registry(tmp_path / "tables.yaml", events=root)
     current_count = rows_at(spark, uri)
     referenced = referenced_files(spark, uri)

@@ -10,7 +10,17 @@ import time
 import pytest
 
 from core.paths import StorageLocation
-from tests.support.helpers import cli, cli_json, keys_of, put, registry_file, rows_at, take_inventory
+from tests.support.helpers import (
+    cli,
+    cli_json,
+    keys_of,
+    put,
+    registry_file,
+    retention_deadline,
+    rows_at,
+    take_inventory,
+    wait_until,
+)
 from tests.support.tables import make_table, referenced_keys
 
 pytestmark = pytest.mark.line_sensitive
@@ -31,9 +41,10 @@ def lake(spark, s3, bucket_factory, tmp_path):
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
     uri = make_table(spark, source)
     put(s3, source, *HIDDEN_AND_NEIGHBOURS, *JUNK)
-    time.sleep(3)  # the overwrite's removed files are now outside the 2-second retention
+    past_retention = retention_deadline()  # the overwrite's removed files are outside the retention then
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
+    wait_until(past_retention)
     return {
         "bucket": source,
         "uri": uri,
@@ -87,9 +98,10 @@ def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_facto
         "one/day=2024-01-02/_SUCCESS",
         "two/day=2024-01-02/_SUCCESS",
     )
-    time.sleep(3)
+    past_retention = retention_deadline()
     inventory = f"s3://{inventory_bucket}/tables/inventory"
     take_inventory(s3, source, inventory_bucket, inventory)
+    wait_until(past_retention)
     registry = registry_file(tmp_path, {"one": first, "two": second})
     before = keys_of(s3, source)
     expected_one = {

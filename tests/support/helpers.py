@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,17 @@ from core.registry import parse_registry
 from core.tables import INVENTORY_TABLE_SCHEMA
 from inventory.delivery_writer import snapshot_bucket
 from jobs.cli import run
+
+
+def retention_deadline(seconds: float = 3.0) -> float:
+    """When everything written so far is outside a test table's short retention (2 seconds, and
+    a second's margin): files keep the times they were written at, so the inventory can be taken
+    meanwhile; :func:`wait_until` the deadline before the vacuum."""
+    return time.monotonic() + seconds
+
+
+def wait_until(deadline: float) -> None:
+    time.sleep(max(0.0, deadline - time.monotonic()))
 
 
 def cli(*argv: str) -> tuple[int, str]:
