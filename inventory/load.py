@@ -301,9 +301,9 @@ def written_rows(written: DataFrame, registry: TableRegistry | None, bucket: str
     table: its key is given as the first component of its table's key plus ``/``, and the key
     column is read only from the files Delta's statistics say hold an untagged row. The table is
     looked up by a broadcast hash join (a map expression of the tables would be searched row by
-    row on Spark 3.5 and 4.0). A tagged row whose table the
-    registry does not name (none is: the rows were tagged from this registry) fails the Spark
-    task, and the figures are then counted from the delivery.
+    row on Spark 3.5 and 4.0). A tagged row whose table the registry does not name (none is: the
+    rows were tagged from this registry) fails the Spark task, and the figures are then counted
+    from the delivery.
     """
     if registry is None:
         return written

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 from core.paths import StorageLocation
 from core.session import PACKAGE_ZIP, package_zip, ship_package, worker_python
 from inventory.delivery_writer import snapshot_bucket
-from tests.support.helpers import cli_json, keys_of, put, rows_at
+from tests.support.helpers import cli_json, keys_of, put, retention_deadline, rows_at, wait_until
 from tests.support.processes import bare_env, errors_in
 
 pytestmark = pytest.mark.line_sensitive
@@ -63,7 +62,7 @@ def make_vacuumable_table(spark, s3, bucket_factory) -> dict[str, str]:
     spark.range(5).write.format("delta").mode("append").save(uri)
     spark.range(3).write.format("delta").mode("overwrite").save(uri)  # removes the first files
     put(s3, source, "t/orphan-a.parquet", "t/orphan-b.parquet", "t/_SUCCESS")
-    planted = time.monotonic()
+    past_retention = retention_deadline()
     snapshot_bucket(s3, source, StorageLocation.parse(f"s3://{inventory_bucket}/r"), "c")
     inventory = f"s3://{inventory_bucket}/inventory"
     code, result = cli_json(
@@ -78,7 +77,7 @@ def make_vacuumable_table(spark, s3, bucket_factory) -> dict[str, str]:
         inventory,
     )
     assert code == 0, result
-    time.sleep(max(0.0, planted + 3 - time.monotonic()))  # past the retention
+    wait_until(past_retention)
     return {"bucket": source, "uri": uri, "inventory": inventory}
 
 
