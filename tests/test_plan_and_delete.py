@@ -485,6 +485,29 @@ def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
     assert coverage_counts(live, listed, 10, table) == (0, 0)  # none older than the inventory
 
 
+def test_a_retention_text_is_parsed_by_one_spark_job_per_process(spark):
+    """A run's tables nearly all say Delta's default week: the parser's job runs for the first,
+    and the others get its answer; a refused text is asked again, never remembered."""
+    from core.session import job_group
+    from vacuum.snapshot import PARSED_RETENTIONS, retention_millis
+
+    PARSED_RETENTIONS.clear()
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup
+    with job_group(spark, "retention-parse"):
+        assert retention_millis(spark, "interval 1 week") == 7 * 86_400_000
+        parsed = len(jobs("retention-parse"))
+        assert parsed >= 1
+        assert retention_millis(spark, " INTERVAL 1 WEEK") == 7 * 86_400_000  # the same text
+        assert retention_millis(spark, "1 week") == 7 * 86_400_000
+        assert len(jobs("retention-parse")) == parsed
+        for _ in range(2):
+            asked = len(jobs("retention-parse"))
+            with pytest.raises(VacuumRefused, match="not a retention Delta can use"):
+                retention_millis(spark, "interval 1 month")
+            assert len(jobs("retention-parse")) > asked
+    assert PARSED_RETENTIONS == {"interval 1 week": 7 * 86_400_000 * 1000}
+
+
 @pytest.mark.parametrize("uniform", [False, True])
 def test_table_state_from_the_snapshot_matches_detail_and_deltas_own_reading(spark, tmp_path, uniform):
     """The location, partitioning, retention and UniForm flag read from the snapshot (its
@@ -493,8 +516,9 @@ def test_table_state_from_the_snapshot_matches_detail_and_deltas_own_reading(spa
     a year or nonsense refuses the table."""
     from delta.tables import DeltaTable
 
-    from vacuum.snapshot import load_table_state, retention_millis
+    from vacuum.snapshot import PARSED_RETENTIONS, load_table_state, retention_millis
 
+    PARSED_RETENTIONS.clear()  # every text read by the parser under this time zone, not remembered
     uri = f"{tmp_path}/t"
     spark.createDataFrame([(1, "a"), (2, "b")], "id int, p string").write.format("delta").partitionBy(
         "p"

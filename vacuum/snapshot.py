@@ -201,21 +201,11 @@ def retention_millis(spark: SparkSession, value: str) -> int:
     text = value.strip().lower()
     if not text.startswith("interval "):
         text = "interval " + text
-    fields = ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")
-    try:
-        # a literal column, not a SQL parameter: Spark 4.2 leaves a parameter inside a subquery unbound
-        row = (
-            spark.range(1)
-            .select(F.lit(text).cast("interval").alias("i"))
-            .select(*(F.expr(f"extract({f} FROM i)").alias(f) for f in fields))
-            .first()
-        )
-    except Exception:  # ANSI mode: an unparsable interval fails the cast instead of giving null
-        row = None
-    micros = None
-    if row is not None and row["DAY"] is not None and not row["YEAR"] and not row["MONTH"]:
-        seconds = row["DAY"] * 86_400 + row["HOUR"] * 3_600 + row["MINUTE"] * 60 + Decimal(row["SECOND"])
-        micros = int(seconds * 1_000_000)
+    micros = PARSED_RETENTIONS.get(text)
+    if micros is None:
+        micros = _interval_micros(spark, text)
+        if micros is not None:
+            PARSED_RETENTIONS[text] = micros
     if micros is None or micros < 0:
         raise VacuumRefused(
             f"{RETENTION_PROPERTY} = {value!r} is not a retention Delta can use "
@@ -227,6 +217,35 @@ def retention_millis(spark: SparkSession, value: str) -> int:
             "Delta can count: Delta's own figure wraps around to a much shorter retention"
         )
     return micros // 1000
+
+
+# Each retention text Spark's interval parser has read in this process, in microseconds. The
+# parse is a Spark job (about 40 ms a table in a run of many), and nearly every table of a run says
+# "interval 1 week", Delta's default: the process's one parser gives a text one answer, so a text
+# is parsed once. A text it refuses is not kept (its refusal, or an error, comes again from the
+# parser each time), and Delta's own VACUUM still reads the table's property itself.
+PARSED_RETENTIONS: dict[str, int] = {}
+
+
+def _interval_micros(spark: SparkSession, text: str) -> int | None:
+    """``text`` (``interval ...``) through Spark's interval parser: its length in microseconds
+    (days of 24 hours plus the time part), or None for a text the parser refuses or an interval
+    of months or years."""
+    fields = ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")
+    try:
+        # a literal column, not a SQL parameter: Spark 4.2 leaves a parameter inside a subquery unbound
+        row = (
+            spark.range(1)
+            .select(F.lit(text).cast("interval").alias("i"))
+            .select(*(F.expr(f"extract({f} FROM i)").alias(f) for f in fields))
+            .first()
+        )
+    except Exception:  # ANSI mode: an unparsable interval fails the cast instead of giving null
+        row = None
+    if row is None or row["DAY"] is None or row["YEAR"] or row["MONTH"]:
+        return None
+    seconds = row["DAY"] * 86_400 + row["HOUR"] * 3_600 + row["MINUTE"] * 60 + Decimal(row["SECOND"])
+    return int(seconds * 1_000_000)
 
 
 def latest_commit(spark: SparkSession, uri: str) -> str | None:
