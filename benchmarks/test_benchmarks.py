@@ -253,11 +253,12 @@ def test_one_table_breakdown_adds_up_and_the_markdown_shows_ratios_to_ours() -> 
         "machine_before": machine, "machine_after": machine, "rounds": 1, "inventory_objects": 12,
         "ingest_seconds": 20.0, "retention": "RETAIN 0 HOURS.", "differences": found, "class_archive": "/c/classes-1.jsa",
         "table": {"uri": "s3://b/t", "files": 12, "partitions": 720, "categories": {"live": 3}, "garbage": 9},
-        "sides": {"ours": side(12.0, 2.0), "ours-no-archive": side(15.0, 2.0), "delta-rs": side(0.6, None),
+        "sides": {"ours": side(12.0, 2.0), "ours-no-archive": side(15.0, 2.0), "ours-full-jit": side(13.2, 2.0), "delta-rs": side(0.6, None),
                   "delta-sql": side(18.0, 2.5)},
     }  # fmt: skip
     rows = {line.split(" | ")[0]: line.split(" | ") for line in one_table.markdown(document).splitlines()}
     assert rows[f"| {one_table.SIDES['ours-no-archive']}"][1:3] == ["15.0", "1.25×"]
+    assert rows[f"| {one_table.SIDES['ours-full-jit']}"][1:3] == ["13.2", "1.10×"]
     assert "(`classes-1.jsa`)" in one_table.markdown(document)
     assert rows["| delta-rs `vacuum(dry_run=True, full=True)`"][1:3] == ["0.6", "0.05×"]
     assert rows["| Delta's listing `VACUUM ... DRY RUN`"][2:5] == ["1.50×", "18.0", "2.5"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib
+import logging
 import os
 import re
 import shutil
@@ -50,6 +51,17 @@ _FIRST_DELTA_WITH_SPARK_SUFFIX = (4, 1)
 
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
+# The JVM's first compiler only (C1), not its optimising one (C2): a JVM that lives for one table's
+# vacuum (about 15 to 25 s on 2 cores) spends more CPU compiling with C2, and running C1's
+# profiling code meanwhile, than the optimised code gives back before it exits, while a long run
+# (many tables, an ingest of millions of rows) gets it back. Measured with
+# benchmarks/one_table.py and benchmarks/many_tables.py (docs/performance.md).
+QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
+# 1: every local JVM the tool starts compiles with C1 only; 0: none does; unset: the command decides
+QUICK_JIT_VARIABLE = "INVENTORY_VACUUM_QUICK_JIT"
+
+log = logging.getLogger("inventory_vacuum")
+
 # The packages Spark tasks import (e.g. vacuum.execute's batch delete), shipped to the executors
 # as one zip under this name; a file of this name already given to spark-submit --py-files wins.
 PACKAGES = ("core", "inventory", "vacuum", "chargeback", "jobs")
@@ -58,6 +70,20 @@ PACKAGE_ZIP = "inventory_vacuum.zip"
 # local, local[4], local[*], local[4,2]: tasks run in the driver's process, on the driver's machine.
 # local-cluster[...] and every cluster manager start separate executor processes.
 _IN_PROCESS_MASTER = re.compile(r"local(\[[^\]]*\])?")
+
+
+def quick_jit_options(short_run: bool) -> list[str]:
+    """The JVM options for a run that ``short_run`` says is short (:data:`QUICK_JIT_OPTION`), or
+    none; :data:`QUICK_JIT_VARIABLE` (``0`` or ``1``) overrides the guess either way. They count
+    only where :func:`build_spark_session` starts a local JVM of its own."""
+    chosen = os.environ.get(QUICK_JIT_VARIABLE, "").strip()
+    if chosen not in ("", "0", "1"):
+        raise ConfigError(
+            f"{QUICK_JIT_VARIABLE}={chosen!r}: give 1 (C1 only), 0 (the JVM's default) or nothing"
+        )
+    if chosen:
+        short_run = chosen == "1"
+    return [QUICK_JIT_OPTION] if short_run else []
 
 
 def jvm_packages() -> list[str]:
@@ -297,6 +323,9 @@ def build_spark_session(
                 file=sys.stderr,
             )
         raise
+    if starting and spark._jvm is not None:
+        runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+        log.info("the JVM started with: %s", " ".join(str(option) for option in runtime.getInputArguments()))
     check_supported_line(spark.version, jvm_delta_version(spark))
     if resolving and starting:
         remember_jars(jvm_packages(), pyspark.__version__, spark.sparkContext.getConf().get("spark.jars", ""))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from core.session import QUICK_JIT_OPTION
 from jobs.cli import build_parser
 from jobs.commands import COMMANDS
 from jobs.output.units import money
@@ -85,7 +86,8 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
     class-data archive of them; the JVM's output (Ivy's resolution report, JDK and log4j
     warnings) goes to the log file and the terminal shows the answer only. The next command loads
     the jars directly (no Ivy report in its log), maps their classes from the archive, and runs
-    Delta; a jar changed since sends it back to Ivy."""
+    Delta, compiling with C1 only for one table's vacuum and not for another job; a jar changed
+    since sends it back to Ivy."""
     cache = tmp_path / "cache"
     fetched = _command("fetch-jars", "--log-file", str(tmp_path / "fetch.log"), XDG_CACHE_HOME=str(cache))
     assert fetched.returncode == 0, fetched.stderr[-3000:]
@@ -111,7 +113,11 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
         assert completed.returncode == 2 and "error: inventory table" in completed.stderr, completed.stderr
         return log.read_text()
 
-    assert ":: resolution report ::" not in vacuum_start(tmp_path / "warm.log")
+    warm = vacuum_start(tmp_path / "warm.log")
+    assert ":: resolution report ::" not in warm
+    # one table's vacuum is a short-lived JVM: it compiles with C1 only
+    [started_with] = [line for line in warm.splitlines() if "the JVM started with:" in line]
+    assert QUICK_JIT_OPTION in started_with.split() and "-XX:SharedArchiveFile=" in started_with
     # a warm local session loads the jars where Ivy keeps them, after Spark's own on the JVM's
     # class path: none is copied into Spark's temporary folder (about 750 MB a start), a library
     # both have (Jackson) loads from Spark's, and Delta and S3A load
@@ -121,7 +127,9 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
         "print(json.dumps({'jars': c.get('spark.jars', ''), 'copied': os.listdir(SparkFiles.getRootDirectory()),"
         " 'classpath': s._jvm.java.lang.System.getProperty('java.class.path'),"
         " 's3a': s._jvm.org.apache.hadoop.fs.s3a.S3AFileSystem.__class__.__name__,"
-        " 'jackson': s._jvm.com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION.toString()}))"
+        " 'jackson': s._jvm.com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION.toString(),"
+        " 'options': [str(o) for o in s._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()"
+        ".getInputArguments()]}))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK")}
     loaded = tmp_path / "classes-loaded.txt"  # the JVM's own record of where each class came from
@@ -144,10 +152,31 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
     spark_core = [i for i, entry in enumerate(classpath) if "spark-core" in entry or entry.endswith("jars/*")]
     assert len(ours) == 2 and spark_core and max(spark_core) < min(ours), classpath
     assert session["s3a"] == "JavaClass" and not session["jackson"].startswith("2.13"), session
+    # another job keeps the JVM's own compilers (a long run gets C2's code back)
+    assert QUICK_JIT_OPTION not in session["options"], session["options"]
     document = json.loads(kept.read_text())
     document["jars"][0]["size"] += 1  # as if the jar had been downloaded again since
     kept.write_text(json.dumps(document))
     assert ":: resolution report ::" in vacuum_start(tmp_path / "changed.log")
+
+
+@pytest.mark.spark_independent
+def test_the_quick_jit_follows_the_command_unless_the_environment_says_otherwise(monkeypatch):
+    """C1 only for what the command calls a short run; INVENTORY_VACUUM_QUICK_JIT=1 or 0 decides
+    for every command, and any other value is a clear error, before a JVM starts."""
+    from core import session
+    from core.errors import ConfigError
+
+    monkeypatch.delenv(session.QUICK_JIT_VARIABLE, raising=False)
+    assert session.quick_jit_options(True) == [QUICK_JIT_OPTION]
+    assert session.quick_jit_options(False) == []
+    monkeypatch.setenv(session.QUICK_JIT_VARIABLE, "0")
+    assert session.quick_jit_options(True) == []
+    monkeypatch.setenv(session.QUICK_JIT_VARIABLE, "1")
+    assert session.quick_jit_options(False) == [QUICK_JIT_OPTION]
+    monkeypatch.setenv(session.QUICK_JIT_VARIABLE, "yes")
+    with pytest.raises(ConfigError, match="INVENTORY_VACUUM_QUICK_JIT='yes': give 1"):
+        session.quick_jit_options(True)
 
 
 @pytest.mark.spark_independent
