@@ -96,6 +96,18 @@ def not_usable() -> str | None:
     """
     if not enabled():
         return f"{SWITCH_VARIABLE}=0"
+    taken = driver_options_taken()
+    if taken is not None:
+        return taken
+    if any(character in str(cache_folder()) for character in "'\"\\"):
+        return f"the cache folder {cache_folder()} has a quote or a backslash in its path"
+    return None
+
+
+def driver_options_taken() -> str | None:
+    """Why the tool may not give ``spark.driver.defaultJavaOptions`` here, or None: a user's
+    setting of it may exist (the first two reasons of :func:`not_usable`), which the tool's would
+    replace."""
     folder = Path(launcher_conf_folder())
     try:
         if folder.is_dir() and any(folder.iterdir()):
@@ -105,8 +117,6 @@ def not_usable() -> str | None:
     submitted = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
     if "--properties-file" in submitted or "spark.driver.defaultJavaOptions" in submitted:
         return "PYSPARK_SUBMIT_ARGS gives the driver's default Java options"
-    if any(character in str(cache_folder()) for character in "'\"\\"):
-        return f"the cache folder {cache_folder()} has a quote or a backslash in its path"
     return None
 
 

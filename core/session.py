@@ -52,12 +52,13 @@ _FIRST_DELTA_WITH_SPARK_SUFFIX = (4, 1)
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 # The JVM's first compiler only (C1), not its optimising one (C2): a JVM that lives for one table's
-# vacuum (about 15 to 25 s on 2 cores) spends more CPU compiling with C2, and running C1's
-# profiling code meanwhile, than the optimised code gives back before it exits, while a long run
-# (many tables, an ingest of millions of rows) gets it back. Measured with
-# benchmarks/one_table.py and benchmarks/many_tables.py (docs/performance.md).
+# vacuum (13 to 24 s on 2 cores from 3,000 to 100,000 files) spends more CPU compiling with C2, and
+# running C1's profiling code meanwhile, than the optimised code gives back before it exits
+# (benchmarks/results/one_table.md and one-table-100k/: 1.31x and 1.25x slower with C2), while a
+# run of many tables gets it back (docs/performance.md).
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
-# 1: every local JVM the tool starts compiles with C1 only; 0: none does; unset: the command decides
+# 1: every local JVM the tool starts compiles with C1 only; 0: none does; unset: the command says
+# (only a one-table vacuum is short)
 QUICK_JIT_VARIABLE = "INVENTORY_VACUUM_QUICK_JIT"
 
 log = logging.getLogger("inventory_vacuum")
@@ -207,6 +208,7 @@ def build_spark_session(
     *,
     resolve_jars: bool = False,
     java_options: Sequence[str] = (),
+    short_run: bool = False,
 ) -> SparkSession:
     """Return the SparkSession for a job (or the active one, reconfigured for S3).
 
@@ -217,9 +219,10 @@ def build_spark_session(
     on a cluster master the package is shipped to the executors (:func:`ship_package`).
 
     A local JVM that Python starts on the cached jars maps their classes from the class-data
-    archive ``fetch-jars`` made (:mod:`core.class_archive`), and gets ``java_options`` too, as
+    archive ``fetch-jars`` made (:mod:`core.class_archive`), and gets ``java_options`` too, and
+    C1 only when the caller says the run is short (``short_run``; :func:`quick_jit_options`), as
     ``spark.driver.defaultJavaOptions`` (only where no user setting of it can exist:
-    :func:`core.class_archive.not_usable`).
+    :func:`core.class_archive.driver_options_taken`).
 
     When Python starts the JVM itself, the JVM logs with the package's ``log4j2.properties``
     (warnings and errors), and with ``INVENTORY_VACUUM_JVM_LOG=FILE`` everything the JVM prints
@@ -229,6 +232,7 @@ def build_spark_session(
 
         spark = build_spark_session("ingest", {"spark.sql.shuffle.partitions": "8"})
     """
+    quick_jit = quick_jit_options(short_run)  # a bad setting fails before anything starts
     builder = SparkSession.builder.appName(app_name)
     defaults = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -292,7 +296,8 @@ def build_spark_session(
         # SPARK_DIST_CLASSPATH after Spark's own jars: a class both have loads from Spark's, as it
         # does with spark.jars (a child class loader).
         appended_classpath = os.pathsep.join(cached)
-        options = [*java_options, *class_archive.start_options(cached, pyspark.__version__)]
+        own = [*java_options, *quick_jit] if class_archive.driver_options_taken() is None else []
+        options = [*own, *class_archive.start_options(cached, pyspark.__version__)]
         if options:
             builder = builder.config("spark.driver.defaultJavaOptions", _driver_java_options(options))
     elif cached is not None:
@@ -324,8 +329,19 @@ def build_spark_session(
             )
         raise
     if starting and spark._jvm is not None:
-        runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-        log.info("the JVM started with: %s", " ".join(str(option) for option in runtime.getInputArguments()))
+        # two facts of the JVM's own options (not all of them: a user's may hold a secret)
+        started_with = [
+            str(o)
+            for o in spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+        ]
+        archive = next(
+            (o.split("=", 1)[1] for o in started_with if o.startswith("-XX:SharedArchiveFile=")), None
+        )
+        log.info(
+            "the JVM compiles with %s; class-data archive: %s",
+            "C1 only" if QUICK_JIT_OPTION in started_with else "its default compilers",
+            archive or "none",
+        )
     check_supported_line(spark.version, jvm_delta_version(spark))
     if resolving and starting:
         remember_jars(jvm_packages(), pyspark.__version__, spark.sparkContext.getConf().get("spark.jars", ""))

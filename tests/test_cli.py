@@ -115,9 +115,8 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
 
     warm = vacuum_start(tmp_path / "warm.log")
     assert ":: resolution report ::" not in warm
-    # one table's vacuum is a short-lived JVM: it compiles with C1 only
-    [started_with] = [line for line in warm.splitlines() if "the JVM started with:" in line]
-    assert QUICK_JIT_OPTION in started_with.split() and "-XX:SharedArchiveFile=" in started_with
+    # one table's vacuum is a short-lived JVM: it compiles with C1 only (the JVM's own options)
+    assert f"the JVM compiles with C1 only; class-data archive: {archive}" in warm, warm[-3000:]
     # a warm local session loads the jars where Ivy keeps them, after Spark's own on the JVM's
     # class path: none is copied into Spark's temporary folder (about 750 MB a start), a library
     # both have (Jackson) loads from Spark's, and Delta and S3A load
@@ -162,8 +161,9 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
 
 @pytest.mark.spark_independent
 def test_the_quick_jit_follows_the_command_unless_the_environment_says_otherwise(monkeypatch):
-    """C1 only for what the command calls a short run; INVENTORY_VACUUM_QUICK_JIT=1 or 0 decides
-    for every command, and any other value is a clear error, before a JVM starts."""
+    """C1 only for what the command calls a short run (a one-table vacuum);
+    INVENTORY_VACUUM_QUICK_JIT=1 or 0 decides for every command, and any other value is a clear
+    error, before a JVM starts."""
     from core import session
     from core.errors import ConfigError
 
@@ -213,10 +213,12 @@ def test_the_class_archive_is_named_only_after_a_clean_exit_and_used_only_where_
     assert class_archive.start_options(jars, "4.2.0") == [f"-XX:SharedArchiveFile={archive}"]
     monkeypatch.setenv(class_archive.SWITCH_VARIABLE, "0")
     assert class_archive.start_options(jars, "4.2.0") == []
+    assert class_archive.driver_options_taken() is None  # the tool's other options still go
     monkeypatch.delenv(class_archive.SWITCH_VARIABLE)
-    # the user's own default Java options, which the archive's setting would replace
+    # the user's own default Java options, which the archive's setting (and C1's) would replace
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--properties-file /etc/spark.conf pyspark-shell")
     assert class_archive.start_options(jars, "4.2.0") == []
+    assert "PYSPARK_SUBMIT_ARGS" in (class_archive.driver_options_taken() or "")
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
     # a configuration folder with a file: Java neither writes nor maps an archive then, and the
     # file may set the driver's default Java options
@@ -226,6 +228,7 @@ def test_the_class_archive_is_named_only_after_a_clean_exit_and_used_only_where_
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
     assert class_archive.start_options(jars, "4.2.0") == []
     assert "is not empty" in (class_archive.not_usable() or "")
+    assert "is not empty" in (class_archive.driver_options_taken() or "")
     # a quote in the cache folder's path would break the launcher's option string
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no conf"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "o'brien"))

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, output: Output) -> int:
     from core.paths import StorageLocation
     from core.registry import load_registry
-    from core.session import build_spark_session, quick_jit_options
+    from core.session import build_spark_session
     from core.tables import ToolTables
     from vacuum.runner import VacuumOptions, vacuum_tables, write_candidates
 
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         ),
     )
     # one table's vacuum is a short-lived JVM: C1 only (core.session.QUICK_JIT_OPTION)
-    spark = build_spark_session("inventory-vacuum vacuum", java_options=quick_jit_options(len(tables) == 1))
+    spark = build_spark_session("inventory-vacuum vacuum", short_run=len(tables) == 1)
     result = vacuum_tables(spark, tables, options, run_id=run_id())
     if args.candidates:
         write_candidates(result.tables, args.candidates)
