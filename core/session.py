@@ -19,6 +19,7 @@ import importlib
 import logging
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -57,8 +58,8 @@ S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 # (benchmarks/results/one_table.md and one-table-100k/: 1.31x and 1.25x slower with C2), while a
 # run of many tables gets it back (docs/performance.md).
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
-# 1: every local JVM the tool starts compiles with C1 only; 0: none does; unset: the command says
-# (only a one-table vacuum is short)
+# 1: every local JVM the tool starts on the cached jars gets the C1-only option; 0: none does;
+# unset: the command says (only a one-table vacuum is short)
 QUICK_JIT_VARIABLE = "INVENTORY_VACUUM_QUICK_JIT"
 
 log = logging.getLogger("inventory_vacuum")
@@ -296,8 +297,7 @@ def build_spark_session(
         # SPARK_DIST_CLASSPATH after Spark's own jars: a class both have loads from Spark's, as it
         # does with spark.jars (a child class loader).
         appended_classpath = os.pathsep.join(cached)
-        own = [*java_options, *quick_jit] if class_archive.driver_options_taken() is None else []
-        options = [*own, *class_archive.start_options(cached, pyspark.__version__)]
+        options = local_driver_options([*java_options, *quick_jit], cached, pyspark.__version__)
         if options:
             builder = builder.config("spark.driver.defaultJavaOptions", _driver_java_options(options))
     elif cached is not None:
@@ -338,9 +338,11 @@ def build_spark_session(
             (o.split("=", 1)[1] for o in started_with if o.startswith("-XX:SharedArchiveFile=")), None
         )
         log.info(
-            "the JVM compiles with %s; class-data archive: %s",
-            "C1 only" if QUICK_JIT_OPTION in started_with else "its default compilers",
-            archive or "none",
+            "the JVM started %s and %s",
+            f"with {QUICK_JIT_OPTION} (C1 only)"
+            if QUICK_JIT_OPTION in started_with
+            else "without the C1-only option",
+            f"the class-data archive {archive}" if archive else "no class-data archive",
         )
     check_supported_line(spark.version, jvm_delta_version(spark))
     if resolving and starting:
@@ -384,9 +386,19 @@ def _jvm_log_tail() -> str:
         return ""
 
 
+def local_driver_options(own: Sequence[str], jars: Sequence[str], spark_version: str) -> list[str]:
+    """The Java options the tool gives a local JVM it starts on ``jars``: ``own`` (the caller's
+    and :func:`quick_jit_options`') and the class-data archive's, each only where no user setting
+    of ``spark.driver.defaultJavaOptions`` can exist, which they would replace
+    (:func:`core.class_archive.driver_options_taken`; the archive has reasons of its own too)."""
+    mine = list(own) if class_archive.driver_options_taken() is None else []
+    return [*mine, *class_archive.start_options(jars, spark_version)]
+
+
 def _driver_java_options(options: Sequence[str]) -> str:
-    """``options`` as one option string for Spark's launcher, an option with a space quoted (no
-    option here has a quote or a backslash: :func:`core.class_archive.not_usable`)."""
+    """``options`` as one option string for Spark's launcher, an option with a space quoted (the
+    tool's options hold no quote or backslash: the archive's path is checked by
+    :func:`core.class_archive.not_usable`, and the others are fixed texts)."""
     return " ".join(f'"{option}"' if " " in option else option for option in options)
 
 
@@ -528,6 +540,15 @@ def _submitted_conf() -> dict[str, str]:
         conf["spark.jars.packages"] = "set"
     if "--jars" in raw:
         conf["spark.jars"] = "set"
+    # the same settings given as --conf KEY=VALUE (or -c)
+    try:
+        words = shlex.split(raw)
+    except ValueError:  # unbalanced quotes: spark-submit refuses them itself
+        words = []
+    for flag, setting in zip(words, words[1:], strict=False):
+        key = setting.split("=", 1)[0]
+        if flag in ("--conf", "-c") and key in ("spark.master", "spark.jars.packages", "spark.jars"):
+            conf[key] = "set"
     if os.environ.get("PYSPARK_GATEWAY_PORT"):
         # Running under spark-submit: the launcher's JVM already holds the cluster's configuration
         # (--master, --conf, spark-defaults) as system properties. A SparkConf reads them only once

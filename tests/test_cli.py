@@ -68,7 +68,11 @@ def test_money_reads_as_people_read_it(amount, exact, console):
 
 def _command(*argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
     """``inventory-vacuum ARGV`` in a process of its own, as a user runs it in a terminal."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "INVENTORY_VACUUM_JVM_LOG"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYSPARK", "INVENTORY_VACUUM_JVM_LOG", "INVENTORY_VACUUM_QUICK_JIT"))
+    }
     env.update(extra_env)
     return subprocess.run(
         [sys.executable, "-m", "jobs.cli", *argv],
@@ -102,9 +106,14 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
     assert fetched.stdout.rstrip().endswith(f"archived in {archive}"), fetched.stdout
     assert not list((cache / "inventory-vacuum").glob(".classes-*")), "a temporary file left behind"
 
-    def vacuum_start(log: Path) -> str:
+    def vacuum_start(log: Path, tables: int = 1) -> str:
         registry = tmp_path / "tables.yaml"
-        registry.write_text("tables:\n  - {name: t, path: 's3://nowhere-bucket/t', owner: team}\n")
+        registry.write_text(
+            "tables:\n"
+            + "".join(
+                f"  - {{name: t{i}, path: 's3://nowhere-bucket/t{i}', owner: team}}\n" for i in range(tables)
+            )
+        )
         completed = _command(
             "vacuum", "--inventory-table", f"file://{tmp_path}/no-inventory", "--tables", str(registry),
             "--dry-run", "--log-file", str(log), XDG_CACHE_HOME=str(cache),
@@ -115,8 +124,12 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
 
     warm = vacuum_start(tmp_path / "warm.log")
     assert ":: resolution report ::" not in warm
-    # one table's vacuum is a short-lived JVM: it compiles with C1 only (the JVM's own options)
-    assert f"the JVM compiles with C1 only; class-data archive: {archive}" in warm, warm[-3000:]
+    # one table's vacuum is a short-lived JVM: it compiles with C1 only (the JVM's own options);
+    # two tables' is not
+    c1_and_archive = f"started with {QUICK_JIT_OPTION} (C1 only) and the class-data archive {archive}"
+    assert c1_and_archive in warm, warm[-3000:]
+    two = vacuum_start(tmp_path / "two.log", tables=2)
+    assert f"started without the C1-only option and the class-data archive {archive}" in two, two[-3000:]
     # a warm local session loads the jars where Ivy keeps them, after Spark's own on the JVM's
     # class path: none is copied into Spark's temporary folder (about 750 MB a start), a library
     # both have (Jackson) loads from Spark's, and Delta and S3A load
@@ -177,6 +190,37 @@ def test_the_quick_jit_follows_the_command_unless_the_environment_says_otherwise
     monkeypatch.setenv(session.QUICK_JIT_VARIABLE, "yes")
     with pytest.raises(ConfigError, match="INVENTORY_VACUUM_QUICK_JIT='yes': give 1"):
         session.quick_jit_options(True)
+
+
+@pytest.mark.spark_independent
+def test_the_tools_java_options_never_replace_the_users(tmp_path, monkeypatch):
+    """The C1 option (and the archive's) goes as spark.driver.defaultJavaOptions only where no user
+    setting of it can exist; a master or jars given to the launcher as --conf count as given."""
+    from core import class_archive, session
+
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no conf"))
+    monkeypatch.setenv(class_archive.SWITCH_VARIABLE, "0")  # the archive's own rules are tested above
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    assert session.local_driver_options([QUICK_JIT_OPTION], [], "4.2.0") == [QUICK_JIT_OPTION]
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--properties-file /etc/spark.conf pyspark-shell")
+    assert session.local_driver_options([QUICK_JIT_OPTION], [], "4.2.0") == []
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(
+        "spark.driver.defaultJavaOptions -Djavax.net.ssl.trustStore=/t\n"
+    )
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    assert session.local_driver_options([QUICK_JIT_OPTION], [], "4.2.0") == []
+    for given, setting in [
+        ("--conf spark.master=spark://h:7077 pyspark-shell", "spark.master"),
+        ('-c "spark.jars=/a b.jar" pyspark-shell', "spark.jars"),
+        ("--conf spark.jars.packages=g:a:1 pyspark-shell", "spark.jars.packages"),
+    ]:
+        monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", given)
+        assert setting in session._submitted_conf(), given
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.jars.ivy=/ivy pyspark-shell")
+    assert session._submitted_conf() == {}  # another setting of the same prefix is not the jars
 
 
 @pytest.mark.spark_independent
