@@ -10,7 +10,10 @@ without (``benchmarks/one_table.py``, the median of 3 rounds).
 
 ``inventory-vacuum fetch-jars`` makes the archive once the jars are resolved (:func:`create`):
 a child process starts a local session on the class path every later command uses, runs a small
-Delta workload (a write, a delete, an inventory VACUUM dry run) and exits. Its JVM writes the
+Delta workload (a write, a delete, an inventory VACUUM dry run) and exits. The caller may name a
+module whose ``class_archive_workload()`` adds a workload of its own (the command names the demo's,
+which runs the product's own steps over S3A against a local S3: the S3A and AWS SDK classes every
+command on S3 loads are then archived too). Its JVM writes the
 archive to a temporary file, which takes the archive's name only after that JVM has exited with
 status 0: a JVM that maps a truncated archive dies (SIGBUS), so a half-written file must never
 carry the name. A local session whose JVM Python starts with the cached jars
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import logging
 import os
 import shutil
@@ -131,10 +135,15 @@ def start_options(jars: Sequence[str], spark_version: str) -> list[str]:
     return [f"-XX:SharedArchiveFile={path}"]
 
 
-def create(jars: Sequence[str], spark_version: str) -> Path | None:
+def create(jars: Sequence[str], spark_version: str, workload: str | None = None) -> Path | None:
     """Make the archive of ``jars`` in a child process (see the module's text); return its path,
     or None when it cannot be used here (:func:`not_usable`), there is no Java, or the child
-    failed (logged: a start without an archive is only slower)."""
+    failed (logged: a start without an archive is only slower).
+
+    ``workload``: a module whose ``class_archive_workload()`` is a context manager, entered
+    before the archiving JVM starts and left after it exits, that yields a function to run on its
+    session (or None: nothing to add). An error in it fails the child: no archive is named.
+    """
     reason = not_usable()
     target = archive_file(jars, spark_version) if reason is None else None
     if target is None:
@@ -155,7 +164,7 @@ def create(jars: Sequence[str], spark_version: str) -> Path | None:
     try:
         # its own process group: on a timeout its JVM goes too, not only the Python child
         child = subprocess.Popen(
-            [sys.executable, "-m", "core.class_archive", temporary],
+            [sys.executable, "-m", "core.class_archive", temporary, *([workload] if workload else [])],
             env=environment,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -215,19 +224,33 @@ def _remove_stale_temporaries(folder: Path) -> None:
                 stale.unlink()
 
 
-def _train(temporary: str) -> int:
+def _train(temporary: str, workload: str | None = None) -> int:
     """The child of :func:`create`: a local session that writes its loaded classes to
-    ``temporary`` at its JVM's exit, a small Delta workload, then that exit, waited for."""
-    from pyspark import SparkContext
-
+    ``temporary`` at its JVM's exit, a small Delta workload and ``workload``'s, then that exit,
+    waited for."""
     from core.session import build_spark_session
 
-    spark = build_spark_session(
-        "inventory-vacuum class archive",
-        {"spark.databricks.delta.retentionDurationCheck.enabled": "false"},
-        # without the warnings of each class it leaves out (signed jars, old class files)
-        java_options=[f"-XX:ArchiveClassesAtExit={temporary}", "-Xlog:cds=error"],
+    extra = (
+        importlib.import_module(workload).class_archive_workload()
+        if workload
+        else contextlib.nullcontext(None)
     )
+    with extra as run_extra:
+        spark = build_spark_session(
+            "inventory-vacuum class archive",
+            {"spark.databricks.delta.retentionDurationCheck.enabled": "false"},
+            # without the warnings of each class it leaves out (signed jars, old class files)
+            java_options=[f"-XX:ArchiveClassesAtExit={temporary}", "-Xlog:cds=error"],
+        )
+        _delta_workload(spark)
+        if run_extra is not None:
+            run_extra(spark)
+        spark.stop()
+        return _exit_jvm()
+
+
+def _delta_workload(spark) -> None:  # type: ignore[no-untyped-def]  # a SparkSession
+    """A write, an append, a delete, an inventory VACUUM dry run and a read, on local files."""
     with tempfile.TemporaryDirectory(prefix="inventory-vacuum-classes-") as folder:
         table = f"{folder}/table"
         frame = spark.range(200).selectExpr("id", "cast(id % 4 as string) as part")
@@ -247,7 +270,12 @@ def _train(temporary: str) -> int:
             f"VACUUM delta.`{table}` USING INVENTORY (SELECT * FROM class_archive_inventory) RETAIN 0 HOURS DRY RUN"
         ).groupBy().count().collect()
         spark.read.format("delta").load(table).groupBy("part").count().collect()
-    spark.stop()
+
+
+def _exit_jvm() -> int:
+    """End the session's JVM (it writes the archive as it exits) and wait for it: its status."""
+    from pyspark import SparkContext
+
     gateway = SparkContext._gateway  # type: ignore[attr-defined]
     assert gateway is not None
     process = gateway.proc
@@ -261,4 +289,4 @@ def _train(temporary: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_train(sys.argv[1]))
+    sys.exit(_train(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))

@@ -3,14 +3,18 @@
 Starts moto's S3 server on 127.0.0.1, writes demo Delta tables to it with real histories and real
 garbage, takes an S3 Inventory-format snapshot of the bucket, ingests it, then vacuums: a dry run
 first, then a real run with batched deletes, and finally reads every table back.
-This is the only place outside the tests that points at a local S3 endpoint.
+This is the only place outside the tests that points at a local S3 endpoint; ``fetch-jars`` runs
+the same steps once to make the JVM's class-data archive (:func:`class_archive_workload`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,72 +91,93 @@ def build_demo_tables(spark: Any, s3: Any) -> dict[str, str]:
 
 
 def run_demo(workdir: str, output: Output) -> int:
-    from core.paths import StorageLocation
-    from core.registry import load_registry
-    from core.s3 import s3_client
     from core.session import build_spark_session
-    from inventory.delivery_writer import snapshot_bucket
-    from inventory.load import IngestRequest, ingest
-    from vacuum.context import DeleteWith
-    from vacuum.runner import VacuumOptions, vacuum_tables
 
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     server = start_local_s3()
     try:
-        s3 = s3_client()
-        for bucket in (LAKE, INVENTORY):
-            s3.create_bucket(Bucket=bucket)
-        spark = build_spark_session("inventory-vacuum demo")
-        log.info(
-            "demo: writing Delta tables to s3://%s (local S3 at %s)", LAKE, os.environ["AWS_ENDPOINT_URL"]
-        )
-        tables = build_demo_tables(spark, s3)
-        registry_path = folder / "tables.yaml"
-        registry_path.write_text(
-            "tables:\n"
-            + "".join(
-                f"  - {{name: {n}, path: '{uri}', owner: team-{n.split('_')[0]}}}\n"
-                for n, uri in tables.items()
-            )
-        )
-        time.sleep(6)  # let the removed files age past the demo's 5-second retention
-        log.info("demo: snapshot of s3://%s in S3 Inventory format", LAKE)
-        snapshot_bucket(
-            s3, LAKE, StorageLocation.parse(f"s3://{INVENTORY}/reports"), "daily", rows_per_file=40
-        )
-        registry = load_registry(str(registry_path))
-        inventory_table = f"s3://{INVENTORY}/tables/inventory"
-        located = ToolTables.beside(inventory_table)
-        ingested = ingest(
-            spark,
-            s3,
-            IngestRequest(
-                destination=StorageLocation.parse(f"s3://{INVENTORY}/reports"),
-                source_buckets=(LAKE,),
-                config_id="daily",
-                inventory_table=inventory_table,
-                registry=registry,
-                runs_table=located.inventory_runs,
-                usage_table=located.inventory_usage,
-            ),
-            run_id="demo",
-        )
-        base = VacuumOptions(
-            inventory_table=inventory_table,
-            history_table=located.vacuum_runs,
-            ledger_table=located.vacuum_deletions,
-            delete_with=DeleteWith.BATCH,
-        )
-        dry = vacuum_tables(spark, registry.select(None), _with(base, dry_run=True), run_id="demo-dry-run")
-        cost = _chargeback(spark, located, registry, folder)
-        real = vacuum_tables(spark, registry.select(None), base, run_id="demo")
-        readable = {name: spark.read.format("delta").load(uri).count() for name, uri in tables.items()}
-        result = DemoResult(ingested, dry, real, readable, str(folder), cost)
+        result = _demo(build_spark_session("inventory-vacuum demo"), folder, age_garbage=True)
         output.show("demo", result)
         return 0 if result.ok else 1
     finally:
         server.stop()
+
+
+@contextmanager
+def class_archive_workload() -> Iterator[Callable[[Any], object] | None]:
+    """The demo as the JVM's class-data archive's workload (:func:`core.class_archive.create`,
+    which ``fetch-jars`` gives this module): the local S3 starts before the archiving JVM, and the
+    demo's steps (write tables, snapshot, ingest, dry run, chargeback, vacuum) run in it, so the
+    classes of S3A, the AWS SDK and the tool's own queries are archived too. Without the local S3's
+    server (moto's, a development dependency) there is nothing to add: None."""
+    try:
+        server = start_local_s3()
+    except ImportError:
+        yield None
+        return
+    try:
+        with tempfile.TemporaryDirectory(prefix="inventory-vacuum-classes-demo-") as folder:
+            # the removed files need not age: the run's steps, not its deletions, load the classes
+            yield lambda spark: _demo(spark, Path(folder), age_garbage=False)
+    finally:
+        server.stop()
+
+
+def _demo(spark: Any, folder: Path, *, age_garbage: bool) -> DemoResult:
+    """The demo's steps on ``spark``, whose S3 is the local server :func:`start_local_s3` started."""
+    from core.paths import StorageLocation
+    from core.registry import load_registry
+    from core.s3 import s3_client
+    from inventory.delivery_writer import snapshot_bucket
+    from inventory.load import IngestRequest, ingest
+    from vacuum.context import DeleteWith
+    from vacuum.runner import VacuumOptions, vacuum_tables
+
+    s3 = s3_client()
+    for bucket in (LAKE, INVENTORY):
+        s3.create_bucket(Bucket=bucket)
+    log.info("demo: writing Delta tables to s3://%s (local S3 at %s)", LAKE, os.environ["AWS_ENDPOINT_URL"])
+    tables = build_demo_tables(spark, s3)
+    registry_path = folder / "tables.yaml"
+    registry_path.write_text(
+        "tables:\n"
+        + "".join(
+            f"  - {{name: {n}, path: '{uri}', owner: team-{n.split('_')[0]}}}\n" for n, uri in tables.items()
+        )
+    )
+    if age_garbage:
+        time.sleep(6)  # let the removed files age past the demo's 5-second retention
+    log.info("demo: snapshot of s3://%s in S3 Inventory format", LAKE)
+    snapshot_bucket(s3, LAKE, StorageLocation.parse(f"s3://{INVENTORY}/reports"), "daily", rows_per_file=40)
+    registry = load_registry(str(registry_path))
+    inventory_table = f"s3://{INVENTORY}/tables/inventory"
+    located = ToolTables.beside(inventory_table)
+    ingested = ingest(
+        spark,
+        s3,
+        IngestRequest(
+            destination=StorageLocation.parse(f"s3://{INVENTORY}/reports"),
+            source_buckets=(LAKE,),
+            config_id="daily",
+            inventory_table=inventory_table,
+            registry=registry,
+            runs_table=located.inventory_runs,
+            usage_table=located.inventory_usage,
+        ),
+        run_id="demo",
+    )
+    base = VacuumOptions(
+        inventory_table=inventory_table,
+        history_table=located.vacuum_runs,
+        ledger_table=located.vacuum_deletions,
+        delete_with=DeleteWith.BATCH,
+    )
+    dry = vacuum_tables(spark, registry.select(None), _with(base, dry_run=True), run_id="demo-dry-run")
+    cost = _chargeback(spark, located, registry, folder)
+    real = vacuum_tables(spark, registry.select(None), base, run_id="demo")
+    readable = {name: spark.read.format("delta").load(uri).count() for name, uri in tables.items()}
+    return DemoResult(ingested, dry, real, readable, str(folder), cost)
 
 
 def _chargeback(spark: Any, located: ToolTables, registry: Any, folder: Path) -> Any:

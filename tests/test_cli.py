@@ -87,7 +87,7 @@ def _command(*argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_answers(tmp_path):
     """fetch-jars resolves with Ivy and keeps the list of jar files, and makes the JVM's
-    class-data archive of them; the JVM's output (Ivy's resolution report, JDK and log4j
+    class-data archive of them (S3A's and the AWS SDK's classes too); the JVM's output (Ivy's resolution report, JDK and log4j
     warnings) goes to the log file and the terminal shows the answer only. The next command loads
     the jars directly (no Ivy report in its log), maps their classes from the archive, and runs
     Delta, compiling with C1 only for one table's vacuum and not for another job; a jar changed
@@ -139,6 +139,7 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
         "print(json.dumps({'jars': c.get('spark.jars', ''), 'copied': os.listdir(SparkFiles.getRootDirectory()),"
         " 'classpath': s._jvm.java.lang.System.getProperty('java.class.path'),"
         " 's3a': s._jvm.org.apache.hadoop.fs.s3a.S3AFileSystem.__class__.__name__,"
+        " 'sdk': s._jvm.software.amazon.awssdk.services.s3.S3Client.__class__.__name__,"
         " 'jackson': s._jvm.com.fasterxml.jackson.databind.cfg.PackageVersion.VERSION.toString(),"
         " 'options': [str(o) for o in s._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()"
         ".getInputArguments()]}))"
@@ -159,11 +160,15 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
     ]
     assert any(" io.delta.sql.DeltaSparkSessionExtension " in line for line in from_archive), from_archive[:5]
     assert len(from_archive) > 1000, len(from_archive)  # Spark's own, not only Delta's
+    # fetch-jars ran the demo's steps over S3A in the archiving JVM: S3A and the AWS SDK map too
+    for name in ("org.apache.hadoop.fs.s3a.S3AFileSystem", "software.amazon.awssdk.services.s3.S3Client"):
+        assert any(f" {name} source: shared objects file" in line for line in from_archive), name
     classpath = session["classpath"].split(os.pathsep)
     ours = [i for i, entry in enumerate(classpath) if "delta-spark" in entry or "hadoop-aws" in entry]
     spark_core = [i for i, entry in enumerate(classpath) if "spark-core" in entry or entry.endswith("jars/*")]
     assert len(ours) == 2 and spark_core and max(spark_core) < min(ours), classpath
-    assert session["s3a"] == "JavaClass" and not session["jackson"].startswith("2.13"), session
+    assert session["s3a"] == session["sdk"] == "JavaClass", session
+    assert not session["jackson"].startswith("2.13"), session
     # another job keeps the JVM's own compilers (a long run gets C2's code back)
     assert QUICK_JIT_OPTION not in session["options"], session["options"]
     document = json.loads(kept.read_text())

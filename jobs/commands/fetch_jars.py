@@ -46,6 +46,6 @@ def run(args: argparse.Namespace, output: Output) -> int:
     jars = cached_jars(jvm_packages(), pyspark.__version__)
     if local and jars is not None:
         # for the local JVMs of later commands (a cluster's driver is started by spark-submit)
-        archive = class_archive.create(jars, pyspark.__version__)
+        archive = class_archive.create(jars, pyspark.__version__, workload="jobs.demo")
     output.show(NAME, _Fetched(jvm_packages(), str(archive) if archive else None))
     return 0
