@@ -540,14 +540,16 @@ def _submitted_conf() -> dict[str, str]:
         conf["spark.jars.packages"] = "set"
     if "--jars" in raw:
         conf["spark.jars"] = "set"
-    # the same settings given as --conf KEY=VALUE (or -c)
+    # the same settings given as --conf KEY=VALUE, -c KEY=VALUE or --conf=KEY=VALUE
     try:
         words = shlex.split(raw)
     except ValueError:  # unbalanced quotes: spark-submit refuses them itself
         words = []
-    for flag, setting in zip(words, words[1:], strict=False):
+    settings = [setting for flag, setting in zip(words, words[1:], strict=False) if flag in ("--conf", "-c")]
+    settings += [word.removeprefix("--conf=") for word in words if word.startswith("--conf=")]
+    for setting in settings:
         key = setting.split("=", 1)[0]
-        if flag in ("--conf", "-c") and key in ("spark.master", "spark.jars.packages", "spark.jars"):
+        if key in ("spark.master", "spark.jars.packages", "spark.jars"):
             conf[key] = "set"
     if os.environ.get("PYSPARK_GATEWAY_PORT"):
         # Running under spark-submit: the launcher's JVM already holds the cluster's configuration

@@ -221,11 +221,13 @@ def test_the_tools_java_options_never_replace_the_users(tmp_path, monkeypatch):
         ("--conf spark.master=spark://h:7077 pyspark-shell", "spark.master"),
         ('-c "spark.jars=/a b.jar" pyspark-shell', "spark.jars"),
         ("--conf spark.jars.packages=g:a:1 pyspark-shell", "spark.jars.packages"),
+        ("--conf=spark.master=k8s://h:443 pyspark-shell", "spark.master"),
     ]:
         monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", given)
         assert setting in session._submitted_conf(), given
-    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.jars.ivy=/ivy pyspark-shell")
-    assert session._submitted_conf() == {}  # another setting of the same prefix is not the jars
+    for other in ("--conf spark.jars.ivy=/ivy pyspark-shell", "--conf=spark.jars.ivy=/ivy pyspark-shell"):
+        monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", other)
+        assert session._submitted_conf() == {}, other  # another setting of the same prefix is not the jars
 
 
 @pytest.mark.spark_independent
