@@ -10,7 +10,6 @@ the same steps once to make the JVM's class-data archive (:func:`class_archive_w
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -97,7 +96,8 @@ def run_demo(workdir: str, output: Output) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     server = start_local_s3()
     try:
-        result = _demo(build_spark_session("inventory-vacuum demo"), folder, age_garbage=True)
+        spark = build_spark_session("inventory-vacuum demo")
+        result = _demo(spark, folder, endpoint=server.endpoint, age_garbage=True)
         output.show("demo", result)
         return 0 if result.ok else 1
     finally:
@@ -119,13 +119,14 @@ def class_archive_workload() -> Iterator[Callable[[Any], object] | None]:
     try:
         with tempfile.TemporaryDirectory(prefix="inventory-vacuum-classes-demo-") as folder:
             # the removed files need not age: the run's steps, not its deletions, load the classes
-            yield lambda spark: _demo(spark, Path(folder), age_garbage=False)
+            yield lambda spark: _demo(spark, Path(folder), endpoint=server.endpoint, age_garbage=False)
     finally:
         server.stop()
 
 
-def _demo(spark: Any, folder: Path, *, age_garbage: bool) -> DemoResult:
-    """The demo's steps on ``spark``, whose S3 is the local server :func:`start_local_s3` started."""
+def _demo(spark: Any, folder: Path, *, endpoint: str, age_garbage: bool) -> DemoResult:
+    """The demo's steps on ``spark``, whose S3 is the local server at ``endpoint``
+    (:func:`start_local_s3`); refused unless boto3, Spark's tasks and S3A all reach it."""
     from core.paths import StorageLocation
     from core.registry import load_registry
     from core.s3 import s3_client
@@ -135,9 +136,10 @@ def _demo(spark: Any, folder: Path, *, age_garbage: bool) -> DemoResult:
     from vacuum.runner import VacuumOptions, vacuum_tables
 
     s3 = s3_client()
+    _check_local(spark, s3, endpoint)
     for bucket in (LAKE, INVENTORY):
         s3.create_bucket(Bucket=bucket)
-    log.info("demo: writing Delta tables to s3://%s (local S3 at %s)", LAKE, os.environ["AWS_ENDPOINT_URL"])
+    log.info("demo: writing Delta tables to s3://%s (local S3 at %s)", LAKE, endpoint)
     tables = build_demo_tables(spark, s3)
     registry_path = folder / "tables.yaml"
     registry_path.write_text(
@@ -178,6 +180,31 @@ def _demo(spark: Any, folder: Path, *, age_garbage: bool) -> DemoResult:
     real = vacuum_tables(spark, registry.select(None), base, run_id="demo")
     readable = {name: spark.read.format("delta").load(uri).count() for name, uri in tables.items()}
     return DemoResult(ingested, dry, real, readable, str(folder), cost)
+
+
+def _check_local(spark: Any, s3: Any, endpoint: str) -> None:
+    """Refuse unless every way the demo reaches S3 goes to its local server at ``endpoint``: it
+    writes and vacuums (really deletes) in its buckets, which must never be another store's."""
+    from core.errors import ConfigError
+    from core.s3 import driver_settings
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    reached = {
+        "boto3": s3.meta.endpoint_url,
+        "Spark's tasks": driver_settings()["endpoint_url"],
+        "S3A": hadoop.get("fs.s3a.endpoint"),
+        **{
+            f"S3A for {bucket}": hadoop.get(f"fs.s3a.bucket.{bucket}.endpoint")
+            for bucket in (LAKE, INVENTORY)
+        },
+    }
+    for what, url in reached.items():
+        if url is None and what.startswith("S3A for"):
+            continue  # no setting of the bucket's own: S3A's endpoint applies
+        if url is None or url.rstrip("/") != endpoint:
+            raise ConfigError(
+                f"the demo runs on its local S3 at {endpoint} only, but {what} would reach {url}"
+            )
 
 
 def _chargeback(spark: Any, located: ToolTables, registry: Any, folder: Path) -> Any:

@@ -150,14 +150,22 @@ class LocalS3Server:
             self._server.server_close()
 
     def use_in_environment(self, access_key: str = "testing") -> None:
-        """Point boto3, S3A and Spark's Python workers at this server (set before the JVM starts)."""
+        """Point boto3, S3A and Spark's Python workers at this server (set before the JVM starts).
+        What would send them elsewhere goes: the S3-only endpoint (which wins over the general
+        one), the setting that makes boto3 ignore both, a profile and a session token."""
         os.environ.update(
             AWS_ENDPOINT_URL=self.endpoint,
             AWS_ACCESS_KEY_ID=access_key,
             AWS_SECRET_ACCESS_KEY=access_key,
             AWS_REGION="us-east-1",
         )
-        os.environ.pop("AWS_PROFILE", None)
+        for name in (
+            "AWS_ENDPOINT_URL_S3",
+            "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+            "AWS_PROFILE",
+            "AWS_SESSION_TOKEN",
+        ):
+            os.environ.pop(name, None)
 
     # -- counting ---------------------------------------------------------------------------
     def counts(self, bucket: str | None = None) -> Counter[str]:

@@ -327,3 +327,67 @@ def test_a_log_file_that_cannot_be_written_is_a_one_line_usage_error(tmp_path):
         "cannot write there: No such file or directory"
     ]
     assert completed.stdout == ""
+
+
+def test_the_demo_reaches_its_local_s3_only(spark, s3_server, monkeypatch):
+    """The demo, and the class archive's training that runs its steps, writes and really deletes
+    in its buckets: the local server's settings drop what would send boto3 or S3A to another
+    store, and a setting left that would is refused before the first request."""
+    from core.errors import ConfigError
+    from core.s3 import driver_settings, s3_client
+    from core.session import s3a_settings
+    from jobs.demo import LAKE, _check_local
+
+    for name, value in [
+        ("AWS_ENDPOINT_URL_S3", "https://s3.us-east-1.amazonaws.com"),
+        ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"),
+        ("AWS_SESSION_TOKEN", "a-real-session"),
+    ]:
+        monkeypatch.setenv(name, value)
+    s3_server.use_in_environment()
+    endpoint = s3_server.endpoint
+    assert s3_client().meta.endpoint_url == endpoint
+    assert driver_settings()["endpoint_url"] == s3a_settings()["fs.s3a.endpoint"] == endpoint
+    assert "AWS_SESSION_TOKEN" not in os.environ
+    _check_local(spark, s3_client(), endpoint)
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.set(f"fs.s3a.bucket.{LAKE}.endpoint", "https://s3.eu-west-1.amazonaws.com")
+    try:
+        with pytest.raises(ConfigError, match=f"S3A for {LAKE} would reach https://s3.eu-west-1"):
+            _check_local(spark, s3_client(), endpoint)
+    finally:
+        hadoop.unset(f"fs.s3a.bucket.{LAKE}.endpoint")
+    elsewhere = s3_client({"endpoint_url": "https://s3.us-east-1.amazonaws.com"})
+    with pytest.raises(ConfigError, match="but boto3 would reach https://s3.us-east-1.amazonaws.com"):
+        _check_local(spark, elsewhere, endpoint)
+
+
+def test_a_failing_archive_workload_leaves_the_archive_of_what_loaded(spark, tmp_path, monkeypatch, caplog):
+    """The caller's workload failing in the archiving child costs its classes only: the archive
+    of the classes loaded until then is made under its name, a warning says why, and no
+    temporary file is left (the JVM has exited before the file is looked at)."""
+    import logging
+
+    import pyspark
+
+    from core import class_archive
+    from core.jar_cache import cached_jars, remember_jars
+    from core.session import jvm_packages
+    from tests.support.archive_workload import ERROR
+
+    # the jars of this run's session, kept in a cache of the test's own: the child starts on them
+    packages = jvm_packages()
+    jars = cached_jars(packages, pyspark.__version__) or spark.sparkContext.getConf().get("spark.jars").split(
+        ","
+    )
+    monkeypatch.chdir(REPO)  # the child imports the workload by its module name
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(class_archive.SWITCH_VARIABLE, raising=False)
+    assert remember_jars(packages, pyspark.__version__, ",".join(jars)) is not None
+    with caplog.at_level(logging.WARNING, logger="inventory_vacuum"):
+        archive = class_archive.create(jars, pyspark.__version__, workload="tests.support.archive_workload")
+    assert archive == class_archive.archive_file(jars, pyspark.__version__), caplog.text
+    assert archive is not None and archive.stat().st_size > 0
+    assert f"tests.support.archive_workload's failed: {ERROR}" in caplog.text, caplog.text
+    assert not list(archive.parent.glob(".classes-*")), "a temporary file left behind"
