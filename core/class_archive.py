@@ -5,8 +5,8 @@ A fresh driver JVM loads some 11,000 classes just to start a session. Java's app
 class-data sharing (AppCDS, JDK 13 on) keeps them: a JVM started with
 ``-XX:ArchiveClassesAtExit=FILE`` writes the classes it loaded into FILE as it exits, and a later
 JVM of the same Java and class path started with ``-XX:SharedArchiveFile=FILE`` maps them. On this
-project's 2-core machine a one-table dry run in a fresh process takes 13.3 s with it and 19.1 s
-without (``benchmarks/one_table.py``, the median of 3 rounds).
+project's 2-core machine it makes a one-table dry run in a fresh process about 1.3 times as fast
+(``benchmarks/one_table.py``, the median of 3 rounds).
 
 ``inventory-vacuum fetch-jars`` makes the archive once the jars are resolved (:func:`create`):
 a child process starts a local session on the class path every later command uses, runs a small
@@ -194,8 +194,7 @@ def create(jars: Sequence[str], spark_version: str, workload: str | None = None)
         for line in output.splitlines():
             if line.startswith(WORKLOAD_FAILED):
                 log.warning(
-                    "the class-data archive holds the classes of the local Delta workload only: %s's "
-                    "failed: %s",
+                    "the class-data archive holds the classes loaded before %s's workload failed: %s",
                     workload,
                     line[len(WORKLOAD_FAILED) :].strip(),
                 )

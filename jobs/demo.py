@@ -188,7 +188,14 @@ def _check_local(spark: Any, s3: Any, endpoint: str) -> None:
     from core.errors import ConfigError
     from core.s3 import driver_settings
 
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop = spark._jsparkSession.sessionState().newHadoopConf()  # what Delta's file system reads
+    for bucket in (LAKE, INVENTORY):
+        access_point = hadoop.get(f"fs.s3a.bucket.{bucket}.accesspoint.arn")
+        if access_point:  # S3A then reaches the access point's own endpoint
+            raise ConfigError(
+                f"the demo runs on its local S3 at {endpoint} only, but S3A reaches {bucket} "
+                f"through the access point {access_point}"
+            )
     reached = {
         "boto3": s3.meta.endpoint_url,
         "Spark's tasks": driver_settings()["endpoint_url"],

@@ -163,6 +163,7 @@ class LocalS3Server:
             "AWS_ENDPOINT_URL_S3",
             "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
             "AWS_PROFILE",
+            "AWS_DEFAULT_PROFILE",
             "AWS_SESSION_TOKEN",
         ):
             os.environ.pop(name, None)

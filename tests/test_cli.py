@@ -329,14 +329,14 @@ def test_a_log_file_that_cannot_be_written_is_a_one_line_usage_error(tmp_path):
     assert completed.stdout == ""
 
 
-def test_the_demo_reaches_its_local_s3_only(spark, s3_server, monkeypatch):
+def test_the_demo_reaches_its_local_s3_only(spark, s3_server, monkeypatch, tmp_path):
     """The demo, and the class archive's training that runs its steps, writes and really deletes
     in its buckets: the local server's settings drop what would send boto3 or S3A to another
     store, and a setting left that would is refused before the first request."""
     from core.errors import ConfigError
     from core.s3 import driver_settings, s3_client
     from core.session import s3a_settings
-    from jobs.demo import LAKE, _check_local
+    from jobs.demo import LAKE, _check_local, _demo
 
     for name, value in [
         ("AWS_ENDPOINT_URL_S3", "https://s3.us-east-1.amazonaws.com"),
@@ -352,12 +352,22 @@ def test_the_demo_reaches_its_local_s3_only(spark, s3_server, monkeypatch):
     _check_local(spark, s3_client(), endpoint)
 
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    hadoop.set(f"fs.s3a.bucket.{LAKE}.endpoint", "https://s3.eu-west-1.amazonaws.com")
-    try:
-        with pytest.raises(ConfigError, match=f"S3A for {LAKE} would reach https://s3.eu-west-1"):
-            _check_local(spark, s3_client(), endpoint)
-    finally:
-        hadoop.unset(f"fs.s3a.bucket.{LAKE}.endpoint")
+    for key, value, refusal in [
+        (
+            f"fs.s3a.bucket.{LAKE}.endpoint",
+            "https://s3.eu-west-1.amazonaws.com",
+            f"S3A for {LAKE} would reach",
+        ),
+        (f"fs.s3a.bucket.{LAKE}.accesspoint.arn", "arn:aws:s3:eu-west-1:1:accesspoint/a", "access point"),
+    ]:
+        hadoop.set(key, value)
+        s3_server.reset_counts()
+        try:  # the demo's own steps stop before their first request
+            with pytest.raises(ConfigError, match=refusal):
+                _demo(spark, tmp_path, endpoint=endpoint, age_garbage=False)
+        finally:
+            hadoop.unset(key)
+        assert not s3_server.counts(), s3_server.counts()
     elsewhere = s3_client({"endpoint_url": "https://s3.us-east-1.amazonaws.com"})
     with pytest.raises(ConfigError, match="but boto3 would reach https://s3.us-east-1.amazonaws.com"):
         _check_local(spark, elsewhere, endpoint)
@@ -384,10 +394,14 @@ def test_a_failing_archive_workload_leaves_the_archive_of_what_loaded(spark, tmp
     monkeypatch.chdir(REPO)  # the child imports the workload by its module name
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv(class_archive.SWITCH_VARIABLE, raising=False)
+    # the JVM's output to a file, as the command's is: the child's pipe then does not wait for it
+    monkeypatch.setenv("INVENTORY_VACUUM_JVM_LOG", str(tmp_path / "jvm.log"))
     assert remember_jars(packages, pyspark.__version__, ",".join(jars)) is not None
     with caplog.at_level(logging.WARNING, logger="inventory_vacuum"):
         archive = class_archive.create(jars, pyspark.__version__, workload="tests.support.archive_workload")
     assert archive == class_archive.archive_file(jars, pyspark.__version__), caplog.text
     assert archive is not None and archive.stat().st_size > 0
-    assert f"tests.support.archive_workload's failed: {ERROR}" in caplog.text, caplog.text
+    assert f"loaded before tests.support.archive_workload's workload failed: {ERROR}" in caplog.text, (
+        caplog.text
+    )
     assert not list(archive.parent.glob(".classes-*")), "a temporary file left behind"
