@@ -166,6 +166,64 @@ def test_a_run_sizes_each_tables_shuffles_on_its_own_session_and_a_broken_invent
     assert ".parquet" in run["reason"] and not run["reason"].startswith(":"), run["reason"]
 
 
+@pytest.mark.slow
+def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_names(
+    spark, tmp_path, monkeypatch
+):
+    """A table of few objects is planned on Spark's interpreted evaluation; the user's own choice
+    of code generation keeps generated code. Both name exactly the unreferenced files."""
+    import pyarrow.parquet as pq
+
+    from vacuum import runner
+
+    root = tmp_path / "events"
+    uri = f"file://{root}"
+    create_history_table(spark, uri, retention="interval 2 seconds")
+    past_retention = retention_deadline()
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, root, inventory)
+    wait_until(past_retention)
+    registry = write_registry(tmp_path / "tables.yaml", events=root)
+    unreferenced = {
+        p
+        for p in files_under(root) - referenced_files(spark, uri)
+        if not any(
+            part.startswith(("_", ".")) and not part.startswith(("_delta_index", "_change_data"))
+            for part in Path(p).relative_to(root).parts
+        )
+    }
+    assert any("/_change_data/" in p for p in unreferenced)
+
+    factories = []
+    table_run = runner.vacuum_table
+
+    def recording(session, *args):
+        factories.append(
+            (
+                session.conf.get("spark.sql.codegen.factoryMode"),
+                session.conf.get("spark.sql.codegen.wholeStage"),
+            )
+        )
+        return table_run(session, *args)
+
+    monkeypatch.setattr(runner, "vacuum_table", recording)
+
+    def planned(name: str) -> set[str]:
+        candidates = tmp_path / f"{name}.parquet"
+        code, result = vacuum(registry, inventory, "--dry-run", "--candidates", str(candidates))
+        assert code == 0, result["tables"][0]["reason"]
+        return {p.removeprefix("file:") for p in pq.read_table(candidates).column("path").to_pylist()}
+
+    assert planned("interpreted") == unreferenced
+    assert factories == [("NO_CODEGEN", "false")]
+    spark.conf.set("spark.sql.codegen.factoryMode", "FALLBACK")  # the user's own: kept
+    try:
+        assert planned("generated") == unreferenced
+    finally:
+        spark.conf.unset("spark.sql.codegen.factoryMode")
+    assert factories[1] == ("FALLBACK", "true")
+
+
 def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     """Delta's parallel delete and the existence checks take their task count from the session's
     shuffle setting: sized to a small table's objects it would be one task for all its deletes."""
@@ -219,6 +277,13 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     untouched.conf.set("spark.sql.shuffle.partitions", "64")
     unsize_shuffles(untouched)
     assert untouched.conf.get("spark.sql.shuffle.partitions") == "64"
+    # interpreted evaluation for a small table only: a bigger one keeps generated code
+    from vacuum.tuning import INTERPRETED_UP_TO_OBJECTS, interpret_small_plan
+
+    bigger = spark.newSession()
+    assert not interpret_small_plan(bigger, INTERPRETED_UP_TO_OBJECTS + 1)
+    assert bigger.conf.get("spark.sql.codegen.wholeStage") == "true"
+    assert bigger.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
 
 
 def test_a_run_lets_go_of_each_tables_jvm_objects_though_py4j_keeps_them_in_reference_cycles(

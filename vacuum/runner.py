@@ -58,6 +58,8 @@ from vacuum.snapshot import load_table_state
 from vacuum.tuning import (
     activate,
     adaptive_off_until_sized,
+    codegen_set_by_user,
+    interpret_small_plan,
     session_for,
     snapshot_sized_by_user,
     unsize_shuffles,
@@ -106,6 +108,7 @@ def vacuum_tables(
             ) from None
 
     sized_by_user = snapshot_sized_by_user(spark)
+    codegen_by_user = codegen_set_by_user(spark)
     if options.inventory_table and version is not None:
         with job_group(spark, "inventory-vacuum run: inventory figures"):
             inventory_location = StorageLocation.parse(options.inventory_table, what="inventory table")
@@ -125,6 +128,10 @@ def vacuum_tables(
             # a snapshot sized to the table has nothing for adaptive execution to coalesce; one
             # of the user's size (Delta's 50 partitions, say) keeps it
             adaptive_off_until_sized(session)
+        # a table's size is known before it runs only from the run's figures (inventory mode)
+        figures = context.figures_of_table(table.location) if options.mode == Mode.INVENTORY else None
+        if figures is not None and not codegen_by_user:
+            interpret_small_plan(session, figures.objects_under_table)
         try:
             return vacuum_table(session, table, options, context)
         finally:

@@ -22,6 +22,10 @@ _ADAPTIVE = "spark.sql.adaptive.enabled"
 _BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
 # what a plan of one wave of tasks runs without, and what a bigger one gets back
 _ONE_WAVE = ((_ADAPTIVE, _CONFIGURED_ADAPTIVE, "false"), (_BROADCAST, _CONFIGURED_BROADCAST, "-1"))
+# Spark's code generation, which a small table's plan runs without (see interpret_small_plan)
+_INTERPRETED = (("spark.sql.codegen.wholeStage", "false"), ("spark.sql.codegen.factoryMode", "NO_CODEGEN"))
+# A table with at most this many objects in the inventory is planned interpreted
+INTERPRETED_UP_TO_OBJECTS = 10_000
 
 
 def activate(session: SparkSession) -> None:
@@ -50,6 +54,35 @@ def broadcast_threshold(spark: SparkSession) -> int:
 def snapshot_sized_by_user(spark: SparkSession) -> bool:
     """The user set Delta's snapshot partitions: every table keeps that setting."""
     return spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None
+
+
+def codegen_set_by_user(spark: SparkSession) -> bool:
+    """The user chose how Spark generates code (whole-stage or its code factory): every table
+    keeps that choice."""
+    return any(spark.conf.get(setting, None) is not None for setting, _ in _INTERPRETED)
+
+
+def interpret_small_plan(spark: SparkSession, objects: int) -> bool:
+    """This session is this table's: when the inventory holds at most
+    :data:`INTERPRETED_UP_TO_OBJECTS` objects under it, its queries (Delta's snapshot and dry run,
+    the gates, the check, the deletes) run on Spark's interpreted evaluation instead of generated
+    code. Returns whether they do.
+
+    Spark generates Java source for every operator of a query, and for many of them again in every
+    task (the projections of Delta's typed Datasets, of a scan of a Python RDD), before it looks
+    the compiled class up in its cache: on a table of 1,000 objects in a warm JVM, two thirds of
+    the tasks' CPU samples (Java Flight Recorder) were spent writing and trimming that source, for
+    a few rows each. Interpreted evaluation computes the same values (Spark falls back to it
+    whenever generated code fails to compile, and tests every expression both ways); it is slower
+    per row, which a small table does not feel. Measured with ``benchmarks/many_tables.py`` (30
+    tables of 1,000 files, ``--parallel 4``, two runs of each alternating): 2.36 and 2.15 s a table
+    with generated code, 1.86 and 1.94 s interpreted; one table of 10,000 objects took as long
+    either way, and one of 100,000 took 15% longer interpreted, hence the bound."""
+    if objects > INTERPRETED_UP_TO_OBJECTS:
+        return False
+    for setting, value in _INTERPRETED:
+        spark.conf.set(setting, value)
+    return True
 
 
 def session_for(spark: SparkSession, location: StorageLocation, *, sized_by_user: bool) -> SparkSession:
