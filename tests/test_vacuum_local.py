@@ -214,13 +214,16 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
         assert code == 0, result["tables"][0]["reason"]
         return {p.removeprefix("file:") for p in pq.read_table(candidates).column("path").to_pylist()}
 
-    assert planned("interpreted") == unreferenced
-    assert factories == [("NO_CODEGEN", "false")]
-    spark.conf.set("spark.sql.codegen.factoryMode", "FALLBACK")  # the user's own: kept
+    factory = "spark.sql.codegen.factoryMode"
+    chosen = spark.conf.get(factory, None)  # the suite's own choice, if it runs with one
+    spark.conf.unset(factory)
     try:
+        assert planned("interpreted") == unreferenced
+        assert factories == [("NO_CODEGEN", "false")]
+        spark.conf.set(factory, "FALLBACK")  # the job's own choice: kept
         assert planned("generated") == unreferenced
     finally:
-        spark.conf.unset("spark.sql.codegen.factoryMode")
+        spark.conf.unset(factory) if chosen is None else spark.conf.set(factory, chosen)
     assert factories[1] == ("FALLBACK", "true")
 
 

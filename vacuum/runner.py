@@ -130,8 +130,12 @@ def vacuum_tables(
             adaptive_off_until_sized(session)
         # a table's size is known before it runs only from the run's figures (inventory mode)
         figures = context.figures_of_table(table.location) if options.mode == Mode.INVENTORY else None
-        if figures is not None and not codegen_by_user:
-            interpret_small_plan(session, figures.objects_under_table)
+        if (
+            figures is not None
+            and not codegen_by_user
+            and interpret_small_plan(session, figures.objects_under_table)
+        ):
+            log.info("%s: planned on Spark's interpreted evaluation (a small table)", table.name)
         try:
             return vacuum_table(session, table, options, context)
         finally:
