@@ -80,9 +80,9 @@ def interpret_small_plan(spark: SparkSession, objects: int) -> bool:
 
     Interpreted evaluation is the path Spark itself falls back to whenever generated code fails
     to compile, and Spark's expression tests check each expression both ways; the factory setting
-    is marked internal (for tests) by Spark. The tool's own answers do not rest on it: the tests
-    run the suite's tables interpreted on one Spark line and with generated code on another, and
-    compare the two ways' candidates on one table. Interpretation is slower per row, which a small
+    is marked internal (for tests) by Spark. So the tool's tests run the suite's tables
+    interpreted on the 4.2 and 4.0 lines and with generated code on 3.5, and compare the two ways'
+    candidates on one table. Interpretation is slower per row, which a small
     table does not feel. Measured with ``benchmarks/many_tables.py`` (30 tables of 1,000 files,
     ``--parallel 4``, two runs of each alternating): 2.36 and 2.15 s a table with generated code,
     1.86 and 1.94 s interpreted; one table of 10,000 objects took as long either way, and one of
