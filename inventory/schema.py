@@ -242,4 +242,6 @@ def _leading_components(depth: int) -> Column:
     depth 2); null for a key of ``depth`` components or fewer."""
     key = F.col("key")
     leading = F.substring_index(key, "/", depth)  # the whole key when it has fewer '/'
-    return F.when(F.length(key) > F.length(leading), leading)
+    # a prefix of the key: it differs from the key exactly when it is shorter, and telling that
+    # by bytes is one comparison of lengths (the length in characters decodes the whole key)
+    return F.when(leading != key, leading)

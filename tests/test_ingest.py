@@ -25,6 +25,7 @@ from inventory import layout, load
 from inventory.delivery_writer import snapshot_bucket, write_delivery
 from inventory.layout import KeyGroup, KeyRange, key_ranges
 from inventory.schema import tag_owning_table
+from inventory.usage import usage_aggregate
 from tests.support.deliveries import PARQUET_SCHEMA, aws_parquet, csv_gz, put_delivery
 from tests.support.helpers import cli, cli_json, keys_of, put, submitted_json
 
@@ -199,6 +200,17 @@ def test_each_key_is_tagged_with_the_table_whose_folder_holds_it(spark):
         )
         assert set(joined_on) == hashed and ("StartsWith" in plan) is shared, plan
     assert {name for _, name in got} >= set(levels)
+
+
+def test_the_delivery_checks_sum_with_the_usage_in_a_hash_aggregation(spark):
+    """The checks are counts: an aggregate of a string (an example of a foreign bucket) would make
+    Spark sort the whole delivery by the usage keys instead of hashing them. The example is looked
+    up only for the error (the bad-delivery tests check its message)."""
+    rows = spark.createDataFrame([], INVENTORY_TABLE_SCHEMA)
+    plan = (
+        usage_aggregate(rows, *load.delivery_checks("lake"))._jdf.queryExecution().executedPlan().toString()
+    )
+    assert "HashAggregate" in plan and "SortAggregate" not in plan, plan
 
 
 def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):
