@@ -417,8 +417,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     from core.s3 import s3_client
     from core.session import build_spark_session
+    from core.tables import SNAPSHOT_PARTITIONS
     from tests.support.helpers import deliver_inventory, ingest_inventory  # as the tests deliver and ingest
-    from vacuum.snapshot import SNAPSHOT_PARTITIONS
 
     started_at = datetime.now(timezone.utc)
     before = machine()

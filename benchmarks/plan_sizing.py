@@ -10,7 +10,7 @@ three rounds or more, not one round.
 
 A variant is ``OBJECTS/ACTIONS``: inventory objects per shuffle partition of the plan
 (``vacuum.snapshot._OBJECTS_PER_SHUFFLE_PARTITION``) and checkpoint actions per partition of
-Delta's snapshot (``_ACTIONS_PER_SNAPSHOT_PARTITION``). The script sets those two module constants
+Delta's snapshot (``core.tables._ACTIONS_PER_SNAPSHOT_PARTITION``). The script sets those two module constants
 between runs; everything else is the command's own code path (``vacuum_tables``). Every run must
 find exactly the table's garbage, or the script stops. Results: ``results/plan_sizing.{json,md}``.
 """
@@ -50,6 +50,7 @@ def _sizing(variant: str) -> tuple[int, int]:
 
 
 def run(server: BenchmarkS3Server, files: int, rounds: int, variants: list[str]) -> dict[str, Any]:
+    import core.tables as tables
     import vacuum.snapshot as snapshot
     from core.s3 import s3_client
     from core.session import build_spark_session
@@ -66,7 +67,7 @@ def run(server: BenchmarkS3Server, files: int, rounds: int, variants: list[str])
         expected = table.paths(*mode.finds)
         for number in range(rounds):
             for variant in variants:
-                snapshot._OBJECTS_PER_SHUFFLE_PARTITION, snapshot._ACTIONS_PER_SNAPSHOT_PARTITION = _sizing(
+                snapshot._OBJECTS_PER_SHUFFLE_PARTITION, tables._ACTIONS_PER_SNAPSHOT_PARTITION = _sizing(
                     variant
                 )
                 phase, candidates, _ = benchmark.run_mode(mode, table, dry_run=True)

@@ -37,6 +37,12 @@ from core.paths import StorageLocation
 
 log = logging.getLogger("inventory_vacuum")
 
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+_DELTA_DEFAULT_SNAPSHOT_PARTITIONS = 50
+# 100k actions a partition rebuilt a 100k-file table's snapshot in one task, on one of 2 cores;
+# with 50k its dry run took 10.8 s against 12.5 s (benchmarks/results/plan_sizing.md)
+_ACTIONS_PER_SNAPSHOT_PARTITION = 50_000
+
 INVENTORY_RUNS = "inventory_runs"
 INVENTORY_USAGE = "inventory_usage"
 VACUUM_RUNS = "vacuum_runs"
@@ -330,3 +336,29 @@ def _typed(value: Any, data_type: DataType) -> Any:
     if isinstance(value, str) and isinstance(data_type, DateType):
         return date.fromisoformat(value)
     return value
+
+
+def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> int:
+    """How many partitions Delta should rebuild this table's snapshot in: sized to the table.
+
+    Delta's default (50) suits a table of millions of files on a cluster; a small table pays
+    for 50 tasks on every snapshot. The table's ``_delta_log/_last_checkpoint`` says how many
+    actions its checkpoint holds (one small GET): a partition per 50k actions, at most Delta's
+    default. Without a checkpoint (a young table, a few commits) the cluster's parallelism, at most
+    Delta's default.
+    """
+    import json
+
+    key = f"{location.key}/_delta_log/_last_checkpoint"
+    try:
+        if location.is_s3:
+            from core.s3 import s3_client
+
+            text = s3_client().get_object(Bucket=location.bucket, Key=key)["Body"].read()
+        else:
+            with open("/" + key, "rb") as handle:
+                text = handle.read()
+        actions = int(json.loads(text)["size"])
+    except Exception:  # no checkpoint yet, or one without a size
+        return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, default_parallelism))
+    return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))

@@ -20,7 +20,12 @@ from pyspark.sql import functions as F
 
 from core.paths import StorageLocation
 from core.registry import parse_registry
-from core.tables import INVENTORY_STATS_COLUMNS, INVENTORY_TABLE_SCHEMA, VACUUM_INVENTORY_SCHEMA
+from core.tables import (
+    INVENTORY_STATS_COLUMNS,
+    INVENTORY_TABLE_SCHEMA,
+    SNAPSHOT_PARTITIONS,
+    VACUUM_INVENTORY_SCHEMA,
+)
 from inventory import layout, load
 from inventory.delivery_writer import snapshot_bucket, write_delivery
 from inventory.layout import KeyGroup, KeyRange, key_ranges
@@ -211,6 +216,37 @@ def test_the_delivery_checks_sum_with_the_usage_in_a_hash_aggregation(spark):
         usage_aggregate(rows, *load.delivery_checks("lake"))._jdf.queryExecution().executedPlan().toString()
     )
     assert "HashAggregate" in plan and "SortAggregate" not in plan, plan
+
+
+def test_an_ingest_sizes_delta_s_snapshots_to_its_tables_unless_the_job_sets_it(spark, tmp_path):
+    """Delta's snapshots of the tool's tables are rebuilt in as many partitions as the biggest of
+    them needs (its checkpoint's actions, else the cluster's parallelism), not Delta's 50, unless
+    the job's configuration sets the number; either way the session's own setting is back after."""
+    request = load.IngestRequest(
+        destination=StorageLocation.parse("s3://inventory-dest/reports"),
+        source_buckets=(),
+        config_id="daily",
+        inventory_table=f"file://{tmp_path}/inventory",
+        usage_table=f"file://{tmp_path}/inventory_usage",
+        runs_table=f"file://{tmp_path}/inventory_runs",
+    )
+    configured = spark.conf.get(SNAPSHOT_PARTITIONS)  # the suite's session sets it, as a job may
+    assert configured is not None
+    with load.snapshots_sized(spark, request):
+        assert spark.conf.get(SNAPSHOT_PARTITIONS) == configured
+    spark.conf.unset(SNAPSHOT_PARTITIONS)
+    try:
+        with load.snapshots_sized(spark, request):  # no checkpoint yet: the cluster's parallelism
+            assert spark.conf.get(SNAPSHOT_PARTITIONS) == str(min(50, spark.sparkContext.defaultParallelism))
+        assert spark.conf.get(SNAPSHOT_PARTITIONS, None) is None
+        log = tmp_path / "inventory_usage" / "_delta_log"
+        log.mkdir(parents=True)
+        (log / "_last_checkpoint").write_text('{"version": 10, "size": 120000}')
+        with load.snapshots_sized(spark, request):  # the biggest table's: a partition per 50k actions
+            assert spark.conf.get(SNAPSHOT_PARTITIONS) == "3"
+        assert spark.conf.get(SNAPSHOT_PARTITIONS, None) is None
+    finally:
+        spark.conf.set(SNAPSHOT_PARTITIONS, configured)
 
 
 def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):

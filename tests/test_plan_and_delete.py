@@ -690,7 +690,7 @@ def test_snapshot_partitions_are_sized_to_the_table(tmp_path):
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from vacuum.snapshot import snapshot_partitions
+    from core.tables import snapshot_partitions
 
     root = tmp_path / "t"
     write_deltalake(str(root), pa.table({"x": [1, 2, 3]}))

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from core.paths import StorageLocation
-from vacuum.snapshot import SHUFFLE_PARTITIONS, SNAPSHOT_PARTITIONS, shuffle_partitions, snapshot_partitions
+from core.tables import SNAPSHOT_PARTITIONS, snapshot_partitions
+from vacuum.snapshot import SHUFFLE_PARTITIONS, shuffle_partitions
 
 # where size_shuffles keeps the table session's own settings, for unsize_shuffles
 _CONFIGURED_SHUFFLES = "inventory-vacuum.configuredShufflePartitions"
