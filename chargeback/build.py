@@ -26,6 +26,7 @@ from chargeback.reclaimable import reclaimable, reclaimable_computed
 from chargeback.report import ChargebackReport, Noncurrent
 from chargeback.trend import DEFAULT_TREND_DAYS, trend
 from core.registry import TableRegistry
+from core.tables import snapshots_sized
 from inventory.usage import read_usage
 
 log = logging.getLogger("inventory_vacuum")
@@ -60,55 +61,57 @@ def build_report(
     inventory table): noncurrent versions kept ``restore_window_days`` days, small objects in
     classes with a minimum billable size, and unowned objects ``unowned_age_days`` days old.
     """
-    warnings: list[str] = []
-    inventory = read_inventory_for_chargeback(spark, inventory_table)
-    rows = grouped_rows(inventory, prices, by, registry)
-    current, bucket_dates = price_rows(
-        [r.asDict() for r in rows], prices, registry, by, inventory_table, warnings
-    )
-    reclaim = []
-    if computed_reclaimable is not None:
-        reclaim = reclaimable_computed(computed_reclaimable, current.by_table, prices, warnings)
-    elif vacuum_runs_table:
-        reclaim = reclaimable(spark, vacuum_runs_table, current.by_table, prices, warnings)
-    usage = read_usage(spark, usage_table) if usage_table else None
-    noncurrent: Noncurrent | None = None
-    if usage is not None:
-        noncurrent = noncurrent_from_usage(usage, prices, registry, bucket_dates, warnings)
-        missing = sorted(set(bucket_dates) - {b.bucket for b in noncurrent.buckets})
-        if missing:
-            warnings.append(
-                f"bucket(s) {', '.join(missing)} have no rows in the usage table {usage_table} for their "
-                "delivery (ingested by an older version, or its usage write failed): their noncurrent "
-                "versions come from inventory_runs, and the trend leaves them out"
+    # the tool's tables are small: Delta's snapshots of them sized to them, not to its default
+    with snapshots_sized(spark, (inventory_table, vacuum_runs_table, inventory_runs_table, usage_table)):
+        warnings: list[str] = []
+        inventory = read_inventory_for_chargeback(spark, inventory_table)
+        rows = grouped_rows(inventory, prices, by, registry)
+        current, bucket_dates = price_rows(
+            [r.asDict() for r in rows], prices, registry, by, inventory_table, warnings
+        )
+        reclaim = []
+        if computed_reclaimable is not None:
+            reclaim = reclaimable_computed(computed_reclaimable, current.by_table, prices, warnings)
+        elif vacuum_runs_table:
+            reclaim = reclaimable(spark, vacuum_runs_table, current.by_table, prices, warnings)
+        usage = read_usage(spark, usage_table) if usage_table else None
+        noncurrent: Noncurrent | None = None
+        if usage is not None:
+            noncurrent = noncurrent_from_usage(usage, prices, registry, bucket_dates, warnings)
+            missing = sorted(set(bucket_dates) - {b.bucket for b in noncurrent.buckets})
+            if missing:
+                warnings.append(
+                    f"bucket(s) {', '.join(missing)} have no rows in the usage table {usage_table} for their "
+                    "delivery (ingested by an older version, or its usage write failed): their noncurrent "
+                    "versions come from inventory_runs, and the trend leaves them out"
+                )
+                if inventory_runs_table:
+                    runs = noncurrent_from_runs(spark, inventory_runs_table, prices, warnings)
+                    noncurrent = with_runs_of(noncurrent, runs, missing)
+        elif inventory_runs_table:
+            noncurrent = noncurrent_from_runs(spark, inventory_runs_table, prices, warnings)
+        history = None
+        if trend_days > 0:
+            history = trend(
+                spark, usage, inventory_table, prices, registry, current.by_table, trend_days, warnings
             )
-            if inventory_runs_table:
-                runs = noncurrent_from_runs(spark, inventory_runs_table, prices, warnings)
-                noncurrent = with_runs_of(noncurrent, runs, missing)
-    elif inventory_runs_table:
-        noncurrent = noncurrent_from_runs(spark, inventory_runs_table, prices, warnings)
-    history = None
-    if trend_days > 0:
-        history = trend(
-            spark, usage, inventory_table, prices, registry, current.by_table, trend_days, warnings
+        advice = None
+        if advise:
+            advice = build_advice(
+                inventory,
+                noncurrent,
+                registry,
+                prices,
+                restore_window_days=restore_window_days,
+                unowned_age_days=unowned_age_days,
+            )
+        for warning in warnings + list(advice.warnings if advice else ()):
+            log.warning("chargeback: %s", warning)
+        return replace(
+            current,
+            noncurrent=noncurrent,
+            trend=history,
+            reclaimable=tuple(reclaim),
+            warnings=tuple(warnings),
+            advice=advice,
         )
-    advice = None
-    if advise:
-        advice = build_advice(
-            inventory,
-            noncurrent,
-            registry,
-            prices,
-            restore_window_days=restore_window_days,
-            unowned_age_days=unowned_age_days,
-        )
-    for warning in warnings + list(advice.warnings if advice else ()):
-        log.warning("chargeback: %s", warning)
-    return replace(
-        current,
-        noncurrent=noncurrent,
-        trend=history,
-        reclaimable=tuple(reclaim),
-        warnings=tuple(warnings),
-        advice=advice,
-    )

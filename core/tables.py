@@ -13,7 +13,8 @@ Five tables, all beside the inventory table unless a flag puts one elsewhere:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
@@ -362,3 +363,43 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
     except Exception:  # no checkpoint yet, or one without a size
         return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, default_parallelism))
     return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))
+
+
+@contextmanager
+def snapshots_sized(spark: SparkSession, tables: Sequence[str | None]) -> Iterator[None]:
+    """While a job reads and writes ``tables`` (locations; None: not used), Delta rebuilds their
+    snapshots in as many partitions as the biggest of them needs (:func:`snapshot_partitions`),
+    unless the job's configuration sets ``spark.databricks.delta.snapshotPartitions``; ``spark``
+    has its own setting back after.
+
+    The ingest and the chargeback read the snapshots of the tool's tables several times (an
+    ingest: the last counts, the partition it replaces, the commit, the read-back); at Delta's
+    default each is 50 tasks for a log of a few hundred actions, most of whose time goes to
+    generating code. The setting changes how Delta partitions its log replay, never what a
+    snapshot holds.
+    """
+    partitions = (
+        None if spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None else _most_partitions(spark, tables)
+    )
+    if partitions is None:
+        yield
+        return
+    spark.conf.set(SNAPSHOT_PARTITIONS, str(partitions))
+    try:
+        yield
+    finally:
+        spark.conf.unset(SNAPSHOT_PARTITIONS)
+
+
+def _most_partitions(spark: SparkSession, tables: Sequence[str | None]) -> int | None:
+    """The most snapshot partitions any of ``tables`` needs; None if one cannot be sized."""
+    parallelism = spark.sparkContext.defaultParallelism
+    sizes = []
+    for table in tables:
+        if table:
+            try:
+                sizes.append(snapshot_partitions(StorageLocation.parse(table, what="table"), parallelism))
+            except Exception as error:  # only a size: Delta's own default then
+                log.info("snapshot partitions of %s: %s", table, error)
+                return None
+    return max(sizes, default=None)

@@ -29,8 +29,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
@@ -46,9 +45,8 @@ from core.session import job_group, name_jobs
 from core.tables import (
     INVENTORY_RUNS_SCHEMA,
     INVENTORY_STATS_COLUMNS,
-    SNAPSHOT_PARTITIONS,
     append_run_rows,
-    snapshot_partitions,
+    snapshots_sized,
 )
 from inventory.layout import KeyGroup, KeyRange, key_groups, key_ranges, laid_out, write_partitions
 from inventory.manifest import Delivery, find_delivery
@@ -495,53 +493,11 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
                         ("lake",), "daily", "s3://inv/tables/inventory"), run_id="manual")
     """
     result = IngestResult()
-    with snapshots_sized(spark, request):
+    with snapshots_sized(spark, (request.inventory_table, request.usage_table, request.runs_table)):
         _ingest_buckets(spark, s3, request, result)
         if request.runs_table:
             record_runs(spark, request.runs_table, run_id, result.buckets)
     return result
-
-
-@contextmanager
-def snapshots_sized(spark: SparkSession, request: IngestRequest) -> Iterator[None]:
-    """While ingesting, Delta rebuilds the snapshots of the tool's tables in as many partitions
-    as the biggest of them needs (:func:`~core.tables.snapshot_partitions`: its checkpoint's
-    actions, else the cluster's parallelism, at most Delta's default of 50), unless the job's
-    configuration sets ``spark.databricks.delta.snapshotPartitions``; ``spark`` has its own
-    setting back after.
-
-    An ingest reads the snapshots of the inventory and usage tables several times (the last
-    counts, the partition it replaces, the commit, the read-back); at Delta's default each is 50
-    tasks for a log of a few hundred actions, most of whose time goes to generating code. The
-    setting changes how Delta partitions its log replay, never what a snapshot holds.
-    """
-    partitions = (
-        None
-        if spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None
-        else _snapshot_partitions(spark, request)
-    )
-    if partitions is None:
-        yield
-        return
-    spark.conf.set(SNAPSHOT_PARTITIONS, str(partitions))
-    try:
-        yield
-    finally:
-        spark.conf.unset(SNAPSHOT_PARTITIONS)
-
-
-def _snapshot_partitions(spark: SparkSession, request: IngestRequest) -> int | None:
-    """The most snapshot partitions any of the ingest's tables needs; None if one cannot be sized."""
-    parallelism = spark.sparkContext.defaultParallelism
-    sizes = []
-    for table in (request.inventory_table, request.usage_table, request.runs_table):
-        if table:
-            try:
-                sizes.append(snapshot_partitions(StorageLocation.parse(table, what="table"), parallelism))
-            except Exception as error:  # only a size: Delta's own default then
-                log.info("snapshot partitions of %s: %s", table, error)
-                return None
-    return max(sizes, default=None)
 
 
 def _ingest_buckets(spark: SparkSession, s3: Any, request: IngestRequest, result: IngestResult) -> None:

@@ -25,6 +25,7 @@ from core.tables import (
     INVENTORY_TABLE_SCHEMA,
     SNAPSHOT_PARTITIONS,
     VACUUM_INVENTORY_SCHEMA,
+    snapshots_sized,
 )
 from inventory import layout, load
 from inventory.delivery_writer import snapshot_bucket, write_delivery
@@ -218,31 +219,24 @@ def test_the_delivery_checks_sum_with_the_usage_in_a_hash_aggregation(spark):
     assert "HashAggregate" in plan and "SortAggregate" not in plan, plan
 
 
-def test_an_ingest_sizes_delta_s_snapshots_to_its_tables_unless_the_job_sets_it(spark, tmp_path):
+def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_the_job_sets_it(spark, tmp_path):
     """Delta's snapshots of the tool's tables are rebuilt in as many partitions as the biggest of
     them needs (its checkpoint's actions, else the cluster's parallelism), not Delta's 50, unless
     the job's configuration sets the number; either way the session's own setting is back after."""
-    request = load.IngestRequest(
-        destination=StorageLocation.parse("s3://inventory-dest/reports"),
-        source_buckets=(),
-        config_id="daily",
-        inventory_table=f"file://{tmp_path}/inventory",
-        usage_table=f"file://{tmp_path}/inventory_usage",
-        runs_table=f"file://{tmp_path}/inventory_runs",
-    )
+    tables = [f"file://{tmp_path}/{name}" for name in ("inventory", "inventory_usage", "inventory_runs")]
     configured = spark.conf.get(SNAPSHOT_PARTITIONS)  # the suite's session sets it, as a job may
     assert configured is not None
-    with load.snapshots_sized(spark, request):
+    with snapshots_sized(spark, tables):
         assert spark.conf.get(SNAPSHOT_PARTITIONS) == configured
     spark.conf.unset(SNAPSHOT_PARTITIONS)
     try:
-        with load.snapshots_sized(spark, request):  # no checkpoint yet: the cluster's parallelism
+        with snapshots_sized(spark, tables):  # no checkpoint yet: the cluster's parallelism
             assert spark.conf.get(SNAPSHOT_PARTITIONS) == str(min(50, spark.sparkContext.defaultParallelism))
         assert spark.conf.get(SNAPSHOT_PARTITIONS, None) is None
         log = tmp_path / "inventory_usage" / "_delta_log"
         log.mkdir(parents=True)
         (log / "_last_checkpoint").write_text('{"version": 10, "size": 120000}')
-        with load.snapshots_sized(spark, request):  # the biggest table's: a partition per 50k actions
+        with snapshots_sized(spark, tables):  # the biggest table's: a partition per 50k actions
             assert spark.conf.get(SNAPSHOT_PARTITIONS) == "3"
         assert spark.conf.get(SNAPSHOT_PARTITIONS, None) is None
     finally:
