@@ -80,8 +80,8 @@ _OWN_COMMIT_AMONG = 20
 # A delivery whose data files (the manifest's sizes) total fewer bytes is checked first: reading
 # the bucket's counts and summing the partition written cost a few seconds whatever the size,
 # more than the second read of a small delivery. Measured on 2 cores (docs/performance.md): read
-# once, Parquet of 57 MB took 1.06x as long as checked first, of 114 MB 0.99x, of 228 MB 1.04x
-# (inside its rounds' spread) and of 569 MB 0.94x
+# once, Parquet of 57 MB took 1.07x as long as checked first, of 114 MB 0.96x, of 228 MB 0.94x
+# and of 569 MB 0.92x
 READ_ONCE_FROM_BYTES = 128 * 1024 * 1024
 
 
