@@ -219,7 +219,9 @@ def test_the_delivery_checks_sum_with_the_usage_in_a_hash_aggregation(spark):
     assert "HashAggregate" in plan and "SortAggregate" not in plan, plan
 
 
-def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_the_job_sets_it(spark, tmp_path):
+def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_the_job_sets_it(
+    spark, tmp_path
+):
     """Delta's snapshots of the tool's tables are rebuilt in as many partitions as the biggest of
     them needs (its checkpoint's actions, else the cluster's parallelism), not Delta's 50, unless
     the job's configuration sets the number; either way the session's own setting is back after."""
