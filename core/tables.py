@@ -376,7 +376,8 @@ def snapshots_sized(spark: SparkSession, tables: Sequence[str | None]) -> Iterat
     ingest: the last counts, the partition it replaces, the commit, the read-back); at Delta's
     default each is 50 tasks for a log of a few hundred actions, most of whose time goes to
     generating code. The setting changes how Delta partitions its log replay, never what a
-    snapshot holds.
+    snapshot holds. It is the session's while the block runs: other threads on the same session
+    see it too (it is put back only if it is still the one set here).
     """
     partitions = (
         None if spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None else _most_partitions(spark, tables)
@@ -388,7 +389,11 @@ def snapshots_sized(spark: SparkSession, tables: Sequence[str | None]) -> Iterat
     try:
         yield
     finally:
-        spark.conf.unset(SNAPSHOT_PARTITIONS)
+        try:
+            if spark.conf.get(SNAPSHOT_PARTITIONS, None) == str(partitions):
+                spark.conf.unset(SNAPSHOT_PARTITIONS)
+        except Exception as error:  # a JVM already gone: the job's own error is the one to see
+            log.info("could not put back %s: %s", SNAPSHOT_PARTITIONS, error)
 
 
 def _most_partitions(spark: SparkSession, tables: Sequence[str | None]) -> int | None:

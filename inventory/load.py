@@ -209,14 +209,19 @@ def delivery_figures(usage: DataFrame) -> dict[str, Any]:
 
 def bad_rows_error(figures: dict[str, Any], delivery: Delivery, rows: DataFrame) -> InventoryDataError | None:
     """The error for the rows :func:`delivery_checks` counted in ``rows``, or None when there are
-    none. A foreign bucket's name is looked up in ``rows`` (a job of its own, on this error only)."""
+    none. A foreign bucket's name is looked up in ``rows`` (a job of its own, on this error only;
+    if it fails, the error names no example)."""
     where = delivery.manifest_uri
     if figures["foreign_rows"]:
         bucket = delivery.source_bucket
-        example = rows.where(F.col("bucket") != bucket).select("bucket").first()
+        try:
+            example = rows.where(F.col("bucket") != bucket).select("bucket").first()
+            named = f"bucket {example[0] if example is not None else None!r}"
+        except Exception as error:  # only the example: the count is the finding
+            log.info("an example of the foreign rows of %s: %s", where, spark_error_summary(error))
+            named = "another bucket"
         return InventoryDataError(
-            f"{where}: {figures['foreign_rows']} row(s) name bucket "
-            f"{example[0] if example is not None else None!r}, not the manifest's {bucket!r}"
+            f"{where}: {figures['foreign_rows']} row(s) name {named}, not the manifest's {bucket!r}"
         )
     if figures["keyless_rows"]:
         return InventoryDataError(f"{where}: {figures['keyless_rows']} row(s) have no key")
@@ -408,9 +413,9 @@ def load_delivery(
         name_jobs(spark, "checks")
         try:
             checked = delivery_figures(usage_aggregate(tagged, *delivery_checks(bucket)))
-            error = bad_rows_error(checked, delivery, tagged)
         except Exception:
             raise write_error from None
+        error = bad_rows_error(checked, delivery, tagged)
         if error is not None:
             raise error from None
         raise

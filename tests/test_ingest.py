@@ -241,6 +241,9 @@ def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_t
         with snapshots_sized(spark, tables):  # the biggest table's: a partition per 50k actions
             assert spark.conf.get(SNAPSHOT_PARTITIONS) == "3"
         assert spark.conf.get(SNAPSHOT_PARTITIONS, None) is None
+        with snapshots_sized(spark, tables):  # set meanwhile (by another thread, say): kept
+            spark.conf.set(SNAPSHOT_PARTITIONS, "5")
+        assert spark.conf.get(SNAPSHOT_PARTITIONS) == "5"
     finally:
         spark.conf.set(SNAPSHOT_PARTITIONS, configured)
 
