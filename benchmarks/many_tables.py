@@ -10,7 +10,7 @@ plan the same candidates for every table, or the benchmark fails.
 Where the time goes is read from Spark's own event log: per table, how many Spark jobs ran and
 how long they took, and the stages that took the most time over all tables. A run at Delta's
 default ``spark.databricks.delta.snapshotPartitions`` (50) shows what sizing it to the table
-(``vacuum.snapshot.snapshot_partitions``) saves.
+(``core.tables.snapshot_partitions``) saves.
 
     .venv/bin/python -m benchmarks.many_tables                       # 100 tables of 1,000 files
     .venv/bin/python -m benchmarks.many_tables --tables 20 --parallel 1,4
