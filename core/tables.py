@@ -365,6 +365,11 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
     return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))
 
 
+def snapshot_sized_by_user(spark: SparkSession) -> bool:
+    """The user set Delta's snapshot partitions: every table and job keeps that setting."""
+    return spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None
+
+
 @contextmanager
 def snapshots_sized(spark: SparkSession, tables: Sequence[str | None]) -> Iterator[None]:
     """While a job reads and writes ``tables`` (locations; None: not used), Delta rebuilds their
@@ -379,9 +384,7 @@ def snapshots_sized(spark: SparkSession, tables: Sequence[str | None]) -> Iterat
     snapshot holds. It is the session's while the block runs: other threads on the same session
     see it too (it is put back only if it is still the one set here).
     """
-    partitions = (
-        None if spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None else _most_partitions(spark, tables)
-    )
+    partitions = None if snapshot_sized_by_user(spark) else _most_partitions(spark, tables)
     if partitions is None:
         yield
         return

@@ -35,7 +35,7 @@ from core.paths import StorageLocation
 from core.registry import RegisteredTable
 from core.s3 import bucket_versioning, describe
 from core.session import job_group, jvm_delta_version, name_jobs, version_tuple
-from core.tables import read_inventory
+from core.tables import read_inventory, snapshot_sized_by_user
 from vacuum import gates
 from vacuum.context import DeleteWith, Mode, RunContext, Status, TableContext, VacuumOptions
 from vacuum.deletion import delete_batch, measure_delta_deletes, set_aside_gone
@@ -61,7 +61,6 @@ from vacuum.tuning import (
     codegen_set_by_user,
     interpret_small_plan,
     session_for,
-    snapshot_sized_by_user,
     unsize_shuffles,
 )
 from vacuum.verify import directory_object_counts

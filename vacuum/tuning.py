@@ -52,11 +52,6 @@ def broadcast_threshold(spark: SparkSession) -> int:
     return int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[union-attr]
 
 
-def snapshot_sized_by_user(spark: SparkSession) -> bool:
-    """The user set Delta's snapshot partitions: every table keeps that setting."""
-    return spark.conf.get(SNAPSHOT_PARTITIONS, None) is not None
-
-
 def codegen_set_by_user(spark: SparkSession) -> bool:
     """The job's configuration (``--conf``, ``spark-defaults.conf``, the session builder) chose how
     Spark generates code (whole-stage or its code factory): every table's session, which starts
