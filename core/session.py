@@ -376,6 +376,27 @@ def job_group(spark: SparkSession, group: str) -> Iterator[None]:
             context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes it
 
 
+@contextmanager
+def session_default(spark: SparkSession, key: str, value: str | None) -> Iterator[None]:
+    """While the block runs, the session's ``key`` is ``value``, unless the job's configuration (or
+    the session) already sets it, or ``value`` is None: a setting of the user's always wins. After,
+    ``key`` is unset again if it still holds ``value`` (other threads on the session see the setting
+    while the block runs, and one they set meanwhile is kept).
+    """
+    if value is None or spark.conf.get(key, None) is not None:
+        yield
+        return
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        try:
+            if spark.conf.get(key, None) == value:
+                spark.conf.unset(key)
+        except Exception as error:  # a JVM already gone: the job's own error is the one to see
+            log.info("could not put back %s: %s", key, error)
+
+
 def _jvm_log_tail() -> str:
     """The end of the JVM's log file (``INVENTORY_VACUUM_JVM_LOG``), where Ivy's report goes."""
     path = os.environ.get("INVENTORY_VACUUM_JVM_LOG")

@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 
 from core.errors import InventoryTableError, spark_error_summary
 from core.paths import StorageLocation
+from core.session import session_default
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -385,18 +386,8 @@ def snapshots_sized(spark: SparkSession, tables: Sequence[str | None]) -> Iterat
     see it too (it is put back only if it is still the one set here).
     """
     partitions = None if snapshot_sized_by_user(spark) else _most_partitions(spark, tables)
-    if partitions is None:
+    with session_default(spark, SNAPSHOT_PARTITIONS, None if partitions is None else str(partitions)):
         yield
-        return
-    spark.conf.set(SNAPSHOT_PARTITIONS, str(partitions))
-    try:
-        yield
-    finally:
-        try:
-            if spark.conf.get(SNAPSHOT_PARTITIONS, None) == str(partitions):
-                spark.conf.unset(SNAPSHOT_PARTITIONS)
-        except Exception as error:  # a JVM already gone: the job's own error is the one to see
-            log.info("could not put back %s: %s", SNAPSHOT_PARTITIONS, error)
 
 
 def _most_partitions(spark: SparkSession, tables: Sequence[str | None]) -> int | None:

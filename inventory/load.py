@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from core.errors import InventoryDataError, InventoryVacuumError, spark_error_summary
 from core.paths import StorageLocation
 from core.registry import TableRegistry
-from core.session import job_group, name_jobs
+from core.session import job_group, name_jobs, session_default
 from core.tables import (
     INVENTORY_RUNS_SCHEMA,
     INVENTORY_STATS_COLUMNS,
@@ -77,6 +77,8 @@ _VERSION_FIELDS = ("version_id", "is_latest", "is_delete_marker")
 _BAD_ROW = "inventory-vacuum: a row fails the delivery checks"
 # How many of the inventory table's newest commits are searched for the one an ingest just made
 _OWN_COMMIT_AMONG = 20
+# Spark's setting for how many files a write task may keep open, one per partition value
+UNSORTED_PARTITION_WRITE = "spark.sql.maxConcurrentOutputFileWriters"
 # A delivery whose data files (the manifest's sizes) total fewer bytes is checked first: reading
 # the bucket's counts and summing the partition written cost a few seconds whatever the size,
 # more than the second read of a small delivery. Measured on 2 cores (docs/performance.md): read
@@ -294,7 +296,13 @@ def write_inventory(
     )
     if commit_tag is not None:
         writer = writer.option("userMetadata", commit_tag)
-    writer.save(inventory_table)
+    # A partitioned write sorts each task's rows by the partition column first, unless their order
+    # already has it (a file sorted by key) or the write may keep writers open for several values.
+    # Here the column is the bucket, one value: with one writer open, the rows are written as they
+    # come, without the sort (docs/performance.md). Rows of another value would be sorted and
+    # written still: the setting changes the order of the work, never which rows are written.
+    with session_default(rows.sparkSession, UNSORTED_PARTITION_WRITE, "1"):
+        writer.save(inventory_table)
 
 
 def own_commit(spark: SparkSession, inventory_table: str, commit_tag: str) -> int:

@@ -248,6 +248,50 @@ def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_t
         spark.conf.set(SNAPSHOT_PARTITIONS, configured)
 
 
+def test_the_inventory_write_keeps_a_file_open_instead_of_sorting_by_the_bucket(spark, tmp_path):
+    """A partitioned write sorts each task's rows by the partition column unless it may keep files
+    open for several values: the inventory write (one bucket) runs with one open, so it writes the
+    rows as they come, and with the job's own setting when it has one. Spark records the settings
+    each SQL execution ran with; the session's own is back after."""
+    key = load.UNSORTED_PARTITION_WRITE
+    keys = [f"w/t/part-{n}.parquet" for n in (3, 1, 2)]
+    rows = spark.createDataFrame(
+        [
+            {
+                "path": f"s3://lake/{k}",
+                "length": 7,
+                "isDir": False,
+                "modificationTime": 1,
+                "bucket": "lake",
+                "key": k,
+            }
+            for k in keys
+        ],
+        INVENTORY_TABLE_SCHEMA,
+    )
+    store = spark._jsparkSession.sharedState().statusStore()
+
+    def written_with(table: str) -> str | None:
+        before = store.executionsList().size()
+        load.write_inventory(rows, [KeyRange("")], len(keys), 1, table, "lake")
+        executions = store.executionsList()
+        ran = [executions.apply(i) for i in range(before, executions.size())]
+        [save] = [e for e in ran if "SaveIntoDataSourceCommand" in e.physicalPlanDescription()]
+        assert sorted(r.key for r in spark.read.format("delta").load(table).collect()) == sorted(keys)
+        setting = save.modifiedConfigs().get(key)
+        return str(setting.get()) if setting.isDefined() else None
+
+    assert spark.conf.get(key, None) is None
+    assert written_with(f"{tmp_path}/ours") == "1"
+    assert spark.conf.get(key, None) is None
+    spark.conf.set(key, "0")  # the job's configuration turns it off: kept
+    try:
+        assert written_with(f"{tmp_path}/theirs") == "0"
+        assert spark.conf.get(key) == "0"
+    finally:
+        spark.conf.unset(key)
+
+
 def test_hand_written_csv_keys_are_decoded_once(spark, s3, bucket_factory):
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     rows = [
