@@ -210,38 +210,34 @@ def with_owner(rows: DataFrame, owners: Sequence[tuple[str, str, str]], column: 
     boundary, or null. No owner's key may lie below another's (so a key has at most one owner).
 
     The owner whose key is the key's first n components, for some n, is found by one broadcast
-    hash join on (bucket, leading components) per distinct n among the owners: a key is looked
+    hash join on (bucket, first n components) per distinct n among the owners: a key is looked
     up, not compared with every owner of its bucket (a join on the bucket with a ``startswith``
     condition, rows times owners). Past :data:`HASHED_DEPTHS` depths, the owners at the depths
-    with the fewest of them are matched that way, in one join.
+    with the fewest of them are matched that way, in one join. The joins go from the shallowest
+    depth down, and a row that one of them tagged is not looked up again (it has its one owner):
+    finding a key's first n components scans it byte by byte, the most of a tagging's work.
     """
     by_depth: dict[int, list[tuple[str, str, str]]] = {}
     for bucket, key, name in owners:
         by_depth.setdefault(key.count("/") + 1, []).append((bucket, key, name))
     ranked = sorted(by_depth.items(), key=lambda item: (-len(item[1]), item[0]))
-    joins: list[tuple[int | None, list[tuple[str, str, str]]]] = list(ranked[:HASHED_DEPTHS])
+    joins: list[tuple[int | None, list[tuple[str, str, str]]]] = sorted(ranked[:HASHED_DEPTHS])
     if len(ranked) > HASHED_DEPTHS:
         joins.append((None, [entry for _, entries in ranked[HASHED_DEPTHS:] for entry in entries]))
     spark = rows.sparkSession
     tagged = rows
-    names = []
+    names: list[Column] = []
     for index, (depth, entries) in enumerate(joins):
         bucket, key, name = (f"owner_{part}_{index}" for part in ("bucket", "key", "name"))
         lookup = spark.createDataFrame(entries, f"{bucket} string, {key} string, {name} string")
+        untagged = F.coalesce(*names).isNull() if names else F.lit(True)
         if depth is None:
-            below = F.col("key").startswith(F.concat(F.col(key), F.lit("/")))
+            below = untagged & F.col("key").startswith(F.concat(F.col(key), F.lit("/")))
         else:
-            below = _leading_components(depth) == F.col(key)
+            # the key's first ``depth`` components (the whole key when it has fewer), where more
+            # follow: an object named like the owner's folder is not below it
+            leading = F.substring_index(F.col("key"), "/", depth)
+            below = (F.when(untagged, leading) == F.col(key)) & (F.col("key") != F.col(key))
         tagged = tagged.join(F.broadcast(lookup), (F.col("bucket") == F.col(bucket)) & below, "left")
         names.append(F.col(name))
     return tagged.select(*[F.col(c) for c in rows.columns], F.coalesce(*names).alias(column))
-
-
-def _leading_components(depth: int) -> Column:
-    """The key's first ``depth`` components, when more follow (``w/events`` for ``w/events/x`` at
-    depth 2); null for a key of ``depth`` components or fewer."""
-    key = F.col("key")
-    leading = F.substring_index(key, "/", depth)  # the whole key when it has fewer '/'
-    # a prefix of the key: it differs from the key exactly when it is shorter, and telling that
-    # by bytes is one comparison of lengths (the length in characters decodes the whole key)
-    return F.when(leading != key, leading)
