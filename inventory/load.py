@@ -77,8 +77,10 @@ _VERSION_FIELDS = ("version_id", "is_latest", "is_delete_marker")
 _BAD_ROW = "inventory-vacuum: a row fails the delivery checks"
 # How many of the inventory table's newest commits are searched for the one an ingest just made
 _OWN_COMMIT_AMONG = 20
-# Spark's setting for how many files a write task may keep open, one per partition value
+# Spark's setting for how many files a write task may keep open, one per partition value, and
+# the ingest's: one more than a bucket's one value, since the writer sorts once the limit is met
 UNSORTED_PARTITION_WRITE = "spark.sql.maxConcurrentOutputFileWriters"
+_UNSORTED_WRITERS = "2"
 # A delivery whose data files (the manifest's sizes) total fewer bytes is checked first: reading
 # the bucket's counts and summing the partition written cost a few seconds whatever the size,
 # more than the second read of a small delivery. Measured on 2 cores (docs/performance.md): read
@@ -297,11 +299,13 @@ def write_inventory(
     if commit_tag is not None:
         writer = writer.option("userMetadata", commit_tag)
     # A partitioned write sorts each task's rows by the partition column first, unless their order
-    # already has it (a file sorted by key) or the write may keep writers open for several values.
-    # Here the column is the bucket, one value: with one writer open, the rows are written as they
-    # come, without the sort (docs/performance.md). Rows of another value would be sorted and
-    # written still: the setting changes the order of the work, never which rows are written.
-    with session_default(rows.sparkSession, UNSORTED_PARTITION_WRITE, "1"):
+    # already has it (a file sorted by key) or the write may keep files open for several values:
+    # then it writes rows as they come until as many files are open as the setting allows, and
+    # sorts the rest. Here the column is the bucket, one value, so a limit of 2 is never reached
+    # and nothing is sorted (docs/performance.md); at 1 the writer would sort from its first
+    # file on. Rows of another value would be sorted and written still: the setting changes the
+    # order of the work, never which rows are written.
+    with session_default(rows.sparkSession, UNSORTED_PARTITION_WRITE, _UNSORTED_WRITERS):
         writer.save(inventory_table)
 
 

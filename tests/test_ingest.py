@@ -258,9 +258,10 @@ def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_t
 
 def test_the_inventory_write_keeps_a_file_open_instead_of_sorting_by_the_bucket(spark, tmp_path):
     """A partitioned write sorts each task's rows by the partition column unless it may keep files
-    open for several values: the inventory write (one bucket) runs with one open, so it writes the
-    rows as they come, and with the job's own setting when it has one. Spark records the settings
-    each SQL execution ran with; the session's own is back after."""
+    open for several values, and then only once it has as many open as it may: the inventory
+    write (one bucket) may keep two, so it never sorts, and runs with the job's own setting when
+    it has one. Spark records the settings each SQL execution ran with; the session's own is back
+    after."""
     key = load.UNSORTED_PARTITION_WRITE
     keys = [f"w/t/part-{n}.parquet" for n in (3, 1, 2)]
     rows = spark.createDataFrame(
@@ -297,7 +298,7 @@ def test_the_inventory_write_keeps_a_file_open_instead_of_sorting_by_the_bucket(
         return str(setting.get()) if setting.isDefined() else None
 
     assert spark.conf.get(key, None) is None
-    assert written_with(f"{tmp_path}/ours") == "1"
+    assert written_with(f"{tmp_path}/ours") == "2"  # at 1, the writer sorts from its first file on
     assert spark.conf.get(key, None) is None
     spark.conf.set(key, "0")  # the job's configuration turns it off: kept
     try:
