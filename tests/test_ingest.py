@@ -256,7 +256,7 @@ def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_t
         spark.conf.set(SNAPSHOT_PARTITIONS, configured)
 
 
-def test_the_inventory_write_keeps_a_file_open_instead_of_sorting_by_the_bucket(spark, tmp_path):
+def test_the_inventory_write_does_not_sort_its_rows_by_the_bucket(spark, tmp_path):
     """A partitioned write sorts each task's rows by the partition column unless it may keep files
     open for several values, and then only once it has as many open as it may: the inventory
     write (one bucket) may keep two, so it never sorts, and runs with the job's own setting when
