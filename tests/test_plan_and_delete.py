@@ -760,3 +760,29 @@ def test_the_ledgers_deletions_are_read_once_and_an_append_does_not_reach_them(s
     again = deleted_since(spark, ledger, "lake", since)
     assert again is not None and {r["key"] for r in again.collect()} == {"a", "c", "d"}
     cached.unpersist()
+
+
+def test_the_planner_builds_its_columns_without_recording_python_call_sites(spark):
+    """The tool's session turns off PySpark's recording of each call's Python call site: with it,
+    every Column call made about ten more Py4J round trips (the planner makes a few hundred such
+    calls a table)."""
+    from core.session import DATAFRAME_DEBUGGING
+
+    assert spark.conf.get(DATAFRAME_DEBUGGING) == "false"
+    client = spark.sparkContext._gateway._gateway_client
+    sent = []
+    original = client.send_command
+
+    def counting(*args, **kwargs):
+        sent.append(args[0][:1] if args else "")
+        return original(*args, **kwargs)
+
+    F.col("key").startswith("w/")  # once before counting: Py4J looks up the classes once
+    client.send_command = counting
+    try:
+        F.col("key").startswith("w/")
+    finally:
+        del client.send_command
+    # F.col and startswith: 4 round trips (a few more when Py4J lets go of objects meanwhile);
+    # 24 with the call sites recorded
+    assert 0 < len(sent) <= 12, sent
