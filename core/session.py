@@ -254,11 +254,12 @@ def build_spark_session(
         # The cache is keyed by the whole generated source, so a class is shared only by queries
         # of the same code; string literals (paths) are passed to each instance, not compiled in.
         "spark.sql.codegen.cache.maxEntries": "1000",
-        # PySpark 4 records the Python call site of every DataFrame and Column call on the JVM,
+        # PySpark 4 records the Python call site of every Column method and F.col on the JVM,
         # for the context of a DataFrame's error messages: about ten more Py4J round trips a call
         # (F.col took 13 where it needs 3). The tool builds its plans from a few hundred such
-        # calls a table, and reports errors in its own words: 7,000 round trips a table in a run
-        # over many small tables, 3,500 without the call sites. Spark 3.5 has no such setting.
+        # calls a table, and reports errors in its own words: 7,000 round trips a table of 1,000
+        # files, 3,500 without the call sites (counted over 8 tables, one run). A static setting:
+        # it counts only when this call starts the session. Spark 3.5 has no such recording.
         DATAFRAME_DEBUGGING: "false",
     }
     for key, value in s3a_settings().items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote
@@ -772,9 +773,12 @@ def test_the_planner_builds_its_columns_without_recording_python_call_sites(spar
     client = spark.sparkContext._gateway._gateway_client
     sent = []
     original = client.send_command
+    this_thread = threading.get_ident()
 
     def counting(*args, **kwargs):
-        sent.append(args[0][:1] if args else "")
+        # this thread's calls only: Py4J's finalizer sends its releases of objects ("m") too
+        if threading.get_ident() == this_thread and not str(args[0]).startswith("m"):
+            sent.append(str(args[0])[:1])
         return original(*args, **kwargs)
 
     F.col("key").startswith("w/")  # once before counting: Py4J looks up the classes once
@@ -783,6 +787,6 @@ def test_the_planner_builds_its_columns_without_recording_python_call_sites(spar
         F.col("key").startswith("w/")
     finally:
         del client.send_command
-    # F.col and startswith: 4 round trips (a few more when Py4J lets go of objects meanwhile);
-    # 24 with the call sites recorded
-    assert 0 < len(sent) <= 12, sent
+    # F.col and startswith: 4 round trips; 24 with the call sites recorded (PySpark 4: Spark 3.5
+    # records none, and there only the setting above is checked)
+    assert 0 < len(sent) <= 8, sent
