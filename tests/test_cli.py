@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.session import QUICK_JIT_OPTION
+from core.session import QUICK_JIT_OPTION, THROUGHPUT_GC_OPTION
 from jobs.cli import build_parser
 from jobs.commands import COMMANDS
 from jobs.output.units import money
@@ -124,12 +124,16 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
 
     warm = vacuum_start(tmp_path / "warm.log")
     assert ":: resolution report ::" not in warm
-    # one table's vacuum is a short-lived JVM: it compiles with C1 only (the JVM's own options);
-    # two tables' is not
-    c1_and_archive = f"started with {QUICK_JIT_OPTION} (C1 only) and the class-data archive {archive}"
+    # one table's vacuum is a short-lived JVM: it compiles with C1 only and keeps the JVM's
+    # collector (the JVM's own options); two tables' is not, and gets the parallel collector
+    c1_and_archive = (
+        f"started with {QUICK_JIT_OPTION} (C1 only), without the parallel collector option"
+        f" and the class-data archive {archive}"
+    )
     assert c1_and_archive in warm, warm[-3000:]
     two = vacuum_start(tmp_path / "two.log", tables=2)
-    assert f"started without the C1-only option and the class-data archive {archive}" in two, two[-3000:]
+    long_run = f"started without the C1-only option, with {THROUGHPUT_GC_OPTION} and the class-data archive {archive}"
+    assert long_run in two, two[-3000:]
     # a warm local session loads the jars where Ivy keeps them, after Spark's own on the JVM's
     # class path: none is copied into Spark's temporary folder (about 750 MB a start), a library
     # both have (Jackson) loads from Spark's, and Delta and S3A load
@@ -169,12 +173,39 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
     assert len(ours) == 2 and spark_core and max(spark_core) < min(ours), classpath
     assert session["s3a"] == session["sdk"] == "JavaClass", session
     assert not session["jackson"].startswith("2.13"), session
-    # another job keeps the JVM's own compilers (a long run gets C2's code back)
+    # another job keeps the JVM's own compilers (a long run gets C2's code back), and runs the
+    # parallel collector, with the archive's classes still mapped (checked above)
     assert QUICK_JIT_OPTION not in session["options"], session["options"]
+    assert THROUGHPUT_GC_OPTION in session["options"], session["options"]
     document = json.loads(kept.read_text())
     document["jars"][0]["size"] += 1  # as if the jar had been downloaded again since
     kept.write_text(json.dumps(document))
     assert ":: resolution report ::" in vacuum_start(tmp_path / "changed.log")
+
+
+@pytest.mark.spark_independent
+def test_a_long_run_gets_the_parallel_collector_unless_a_collector_is_already_chosen(monkeypatch):
+    """Not for a short run; and never a second collector where the user, the environment or the
+    caller already chose one: the JVM would refuse to start with two."""
+    from core import session
+
+    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "PYSPARK_SUBMIT_ARGS"):
+        monkeypatch.delenv(name, raising=False)
+    assert session.collector_options(True) == []
+    assert session.collector_options(False) == [THROUGHPUT_GC_OPTION]
+    assert session.collector_options(False, {"spark.executor.extraJavaOptions": "-XX:+UseG1GC"}) == [
+        THROUGHPUT_GC_OPTION  # the executors' options are not the local JVM's
+    ]
+    assert session.collector_options(False, {"spark.driver.extraJavaOptions": "-Xss4m -XX:+UseZGC"}) == []
+    assert session.collector_options(False, own=["-XX:+UseSerialGC"]) == []
+    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
+        with monkeypatch.context() as env:
+            env.setenv(name, "-XX:+UseG1GC")
+            assert session.collector_options(False) == [], name
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:+UseShenandoahGC pyspark-shell")
+    assert session.collector_options(False) == []
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:+PrintGCDetails pyspark-shell")
+    assert session.collector_options(False) == [THROUGHPUT_GC_OPTION]  # a GC option, not a choice
 
 
 @pytest.mark.spark_independent
