@@ -70,7 +70,13 @@ QUICK_JIT_VARIABLE = "INVENTORY_VACUUM_QUICK_JIT"
 # as its figures were measured.
 THROUGHPUT_GC_OPTION = "-XX:+UseParallelGC"
 # where a user may already choose a collector for the JVM PySpark starts; two choices stop the JVM
-_JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "PYSPARK_SUBMIT_ARGS")
+_JAVA_OPTION_VARIABLES = (
+    "JAVA_TOOL_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "_JAVA_OPTIONS",
+    "PYSPARK_SUBMIT_ARGS",
+    "SPARK_SUBMIT_OPTS",  # Spark's launcher adds it to a client-mode driver's JVM
+)
 _COLLECTOR_CHOICE = re.compile(r"-XX:[+-]Use\w*GC\b")
 
 # PySpark's recording of each call's Python call site for DataFrame error messages (PySpark 4)

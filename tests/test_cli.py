@@ -189,7 +189,13 @@ def test_a_long_run_gets_the_parallel_collector_unless_a_collector_is_already_ch
     caller already chose one: the JVM would refuse to start with two."""
     from core import session
 
-    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "PYSPARK_SUBMIT_ARGS"):
+    for name in (
+        "JAVA_TOOL_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "_JAVA_OPTIONS",
+        "PYSPARK_SUBMIT_ARGS",
+        "SPARK_SUBMIT_OPTS",
+    ):
         monkeypatch.delenv(name, raising=False)
     assert session.collector_options(True) == []
     assert session.collector_options(False) == [THROUGHPUT_GC_OPTION]
@@ -198,7 +204,7 @@ def test_a_long_run_gets_the_parallel_collector_unless_a_collector_is_already_ch
     ]
     assert session.collector_options(False, {"spark.driver.extraJavaOptions": "-Xss4m -XX:+UseZGC"}) == []
     assert session.collector_options(False, own=["-XX:+UseSerialGC"]) == []
-    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"):
+    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS"):
         with monkeypatch.context() as env:
             env.setenv(name, "-XX:+UseG1GC")
             assert session.collector_options(False) == [], name
