@@ -678,6 +678,61 @@ def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_fil
     assert run.figures_of_table(apart[1]).objects_under_table == 1
 
 
+def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_path, monkeypatch):
+    """Each small table of an inventory run reads, on its own session, exactly its own rows, from
+    the cache the run filled in one query; a bigger table reads the inventory; the cache goes when
+    its last table has read it."""
+    from core.tables import read_inventory
+    from vacuum import context as run_context
+    from vacuum.context import RunContext
+    from vacuum.plan import rows_under
+
+    monkeypatch.setattr(run_context, "SHARED_ROWS_UP_TO_OBJECTS", 3)
+    keys = [
+        "t/a.parquet",
+        "t/p=1/b.parquet",
+        "t/_delta_log/0.json",
+        "t_v2/c.parquet",  # a sibling whose name starts like t
+        "u/a.parquet",
+        "u/b.parquet",
+        "u/c.parquet",
+        "u/d.parquet",  # u has 4 objects: past the bound
+        "v/a.parquet",
+    ]
+    location = str(tmp_path / "inventory")
+    inventory_of(spark, "lake", keys).write.format("delta").save(location)
+    tables = [StorageLocation.parse(f"s3://lake/{name}") for name in ("t", "t_v2", "u", "v")]
+    run = RunContext("r", 0, ())
+    inventory = read_inventory(spark, location, 0)
+    run.figures_of_tables(inventory, "lake", tables)
+    run.share_rows(inventory, "lake", tables)
+    assert sorted(key for _, key in run.shared_rows) == ["t", "t_v2", "v"]
+
+    session = spark.newSession()  # a table's own session
+    for table in tables:
+        own = read_inventory(session, location, 0)
+        rows = rows_under(run.rows_source(own, table), table)
+        cached = "InMemoryRelation" in rows._jdf.queryExecution().withCachedData().toString()
+        assert cached == (table.key != "u"), table.key
+        assert sorted(rows.collect()) == sorted(rows_under(own, table).collect()), table.key
+    (shared,) = run.shared_groups.values()
+    assert shared.frame.is_cached
+    for table in tables[:3]:
+        run.release_rows(table)
+    assert shared.frame.is_cached  # v has not read its rows yet
+    run.release_rows(tables[3])
+    assert not shared.frame.is_cached and not run.shared_groups
+
+    monkeypatch.setattr(run_context, "SHARED_ROWS_LIMIT", 4)  # past the limit: no table shares
+    run.share_rows(inventory, "lake", tables)
+    assert not run.shared_rows
+    monkeypatch.setattr(run_context, "SHARED_ROWS_LIMIT", 5)
+    run.share_rows(inventory, "lake", tables)
+    (shared,) = run.shared_groups.values()
+    run.release_all_rows()
+    assert not shared.frame.is_cached and not run.shared_rows
+
+
 def test_shuffle_partitions_are_sized_to_the_tables_objects():
     from vacuum.snapshot import shuffle_partitions
 

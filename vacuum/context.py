@@ -123,12 +123,29 @@ class VacuumOptions:
 # generated code of 2,500 ranges passed Java's 64 KB limit for a method
 TABLES_PER_FIGURES_JOB = 64
 
+# A run keeps in memory, for its tables of at most this many objects, their rows of the pinned
+# inventory (read together, one query for every TABLES_PER_FIGURES_JOB of them), and for no more
+# than SHARED_ROWS_LIMIT rows in all: each such table then builds its slice from memory, without a
+# scan of the inventory table of its own (Delta's file skipping is a Spark job, and the read is
+# requests to S3)
+SHARED_ROWS_UP_TO_OBJECTS = 10_000
+SHARED_ROWS_LIMIT = 1_000_000
+
 # Spark settings under which a read skips a file it cannot read, silently
 _SKIPS_UNREADABLE_FILES = ("spark.sql.files.ignoreCorruptFiles", "spark.sql.files.ignoreMissingFiles")
 
 
 def _is_true(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
+
+
+@dataclass
+class _SharedRows:
+    """Rows of a group of a run's tables, persisted (:meth:`RunContext.share_rows`)."""
+
+    frame: DataFrame
+    objects: int  # the group's objects, by their figures
+    waiting: int  # the group's tables that have not read their rows yet
 
 
 @dataclass(frozen=True)
@@ -143,6 +160,13 @@ class RunContext:
     # per (bucket, key) of a table of the run: its figures of the pinned inventory, when the run
     # computed them for all its tables at once (else each table computes its own)
     table_figures: dict[tuple[str, str], InventoryFigures] = field(default_factory=dict)
+    # per (bucket, key) of a table whose rows the run keeps in memory: the tables read with it
+    # (their locations in the order of the cached query, :meth:`share_rows`)
+    shared_rows: dict[tuple[str, str], tuple[StorageLocation, ...]] = field(default_factory=dict)
+    # per (bucket, tables read together): their cached rows (:meth:`share_rows`)
+    shared_groups: dict[tuple[str, tuple[StorageLocation, ...]], _SharedRows] = field(
+        default_factory=dict, repr=False
+    )
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
@@ -181,6 +205,84 @@ class RunContext:
             )
             with self.lock:
                 self.table_figures.update({(bucket, key): figures for key, figures in by_key.items()})
+
+    def share_rows(self, inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]) -> None:
+        """Read the rows of the run's small tables in ``bucket`` (:data:`SHARED_ROWS_UP_TO_OBJECTS`
+        objects or fewer, by their figures: so only tables :meth:`figures_of_tables` counted) into
+        Spark's cache, one query for every :data:`TABLES_PER_FIGURES_JOB` of them, while the run
+        holds fewer than :data:`SHARED_ROWS_LIMIT` rows so.
+
+        Each of those tables then reads :meth:`rows_source` instead of the inventory: the same
+        query on its own session, which Spark answers from the cache (the cache is the
+        SparkContext's, and a query of the same plan finds it), and its own :func:`rows_under` on
+        top gives exactly its rows. Should the cache be gone (evicted, or released), the same
+        query reads the same pinned version of the inventory instead.
+        """
+        from pyspark import StorageLevel
+
+        from vacuum.plan import tables_rows
+
+        small = sorted(
+            (
+                location
+                for location in locations
+                if (figures := self.figures_of_table(location)) is not None
+                and 0 < figures.objects_under_table <= SHARED_ROWS_UP_TO_OBJECTS
+            ),
+            key=lambda location: location.key,
+        )
+        for start in range(0, len(small), TABLES_PER_FIGURES_JOB):
+            group = tuple(small[start : start + TABLES_PER_FIGURES_JOB])
+            objects = sum(
+                self.table_figures[(bucket, location.key)].objects_under_table for location in group
+            )
+            with self.lock:
+                held = sum(shared.objects for shared in self.shared_groups.values())
+            if held + objects > SHARED_ROWS_LIMIT:
+                return
+            frame = tables_rows(inventory, bucket, group).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                frame.count()  # read now, in the run's figures step, not by whichever table runs first
+            except Exception:
+                frame.unpersist()
+                raise
+            with self.lock:
+                self.shared_groups[(bucket, group)] = _SharedRows(frame, objects, len(group))
+                self.shared_rows.update({(bucket, location.key): group for location in group})
+
+    def rows_source(self, inventory: DataFrame, location: StorageLocation) -> DataFrame:
+        """What the table at ``location`` reads its rows from (with :func:`vacuum.plan.rows_under`):
+        ``inventory`` (the pinned version, on the table's session), or, when the run keeps the
+        table's rows in memory (:meth:`share_rows`), the cached query of them on that session."""
+        from vacuum.plan import tables_rows
+
+        with self.lock:
+            group = self.shared_rows.get((location.bucket, location.key))
+        return inventory if group is None else tables_rows(inventory, location.bucket, group)
+
+    def release_rows(self, location: StorageLocation) -> None:
+        """The table at ``location`` has read its rows: its group's cache goes once none of its
+        tables needs it any more."""
+        with self.lock:
+            group = self.shared_rows.pop((location.bucket, location.key), None)
+            if group is None:
+                return
+            shared = self.shared_groups[(location.bucket, group)]
+            shared.waiting -= 1
+            if shared.waiting > 0:
+                return
+            del self.shared_groups[(location.bucket, group)]
+        shared.frame.unpersist()
+
+    def release_all_rows(self) -> None:
+        """The end of the run: every cache :meth:`share_rows` made goes (tables that stopped
+        before reading their rows leave theirs)."""
+        with self.lock:
+            groups = list(self.shared_groups.values())
+            self.shared_groups.clear()
+            self.shared_rows.clear()
+        for shared in groups:
+            shared.frame.unpersist()
 
     def figures_of_table(self, location: StorageLocation) -> InventoryFigures | None:
         """The table's figures when the run computed them (:meth:`figures_of_tables`), else None."""

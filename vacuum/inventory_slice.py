@@ -73,8 +73,10 @@ def gated_slice(ctx: TableContext) -> DataFrame:
     name_jobs(spark, "inventory figures" if figures is None else "inventory slice")
     # the table's rows of the pinned inventory, read once: the classification reads them several
     # times, and so do the figures when counted here (each read of the Delta table would plan its
-    # file skipping anew)
-    under = rows_under(inventory, location).persist()
+    # file skipping anew). A small table of an inventory run reads them from the rows the run
+    # read for many tables at once, in Spark's cache
+    source = ctx.run_context.rows_source(inventory, location) if options.mode == Mode.INVENTORY else inventory
+    under = rows_under(source, location).persist()
     try:
         if figures is None:
             bucket_wide = (
@@ -86,6 +88,7 @@ def gated_slice(ctx: TableContext) -> DataFrame:
         return _classified_slice(ctx, under, figures)
     finally:
         under.unpersist()
+        ctx.run_context.release_rows(location)
 
 
 def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFigures) -> DataFrame:

@@ -371,6 +371,15 @@ def tables_figures(
     return figures
 
 
+def tables_rows(inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]) -> DataFrame:
+    """The rows of ``bucket`` under any of ``locations``, in :data:`PLAN_COLUMNS`: a superset of
+    each table's :func:`rows_under`, which gives exactly that table's rows when applied to it. The
+    same ``locations`` in the same order give the same plan, which is how a run's tables find these
+    rows in Spark's cache (:meth:`vacuum.context.RunContext.share_rows`)."""
+    under_tables = _any_of([_key_under(location.key) for location in locations])
+    return inventory.where((F.col("bucket") == bucket) & under_tables).select(*PLAN_COLUMNS)
+
+
 def _key_under(table_key: str) -> Column:
     """The key lies under ``<table_key>/``, as a range of keys, which file skipping reads from
     each file's smallest and largest key: ``'/'`` is followed by ``'0'`` in byte order, the order

@@ -141,8 +141,11 @@ def vacuum_tables(
             if next(finished) % COLLECT_EVERY_TABLES == 0:
                 gc.collect()
 
-    with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
-        runs = list(pool.map(run_one, tables))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
+            runs = list(pool.map(run_one, tables))
+    finally:
+        context.release_all_rows()
     if options.history_table:
         record_vacuum_runs(spark, options.history_table, run_id, runs)
     return VacuumResult(runs, run_id)
@@ -164,9 +167,10 @@ def _read_bucket_figures(
 
     A bucket's tables then get their figures (objects under the table, nested tables) from one
     query for every :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` of them
-    (:meth:`RunContext.figures_of_tables`). A failure here is logged only, and a bucket's tables
-    without figures count their own: each table reads the same figures and reports any error
-    itself.
+    (:meth:`RunContext.figures_of_tables`), and the small ones their rows, read together into
+    Spark's cache (:meth:`RunContext.share_rows`). A failure here is logged only, and a bucket's
+    tables without figures count their own, and tables without cached rows read their own: each
+    table reads the same figures and rows and reports any error itself.
     """
     by_bucket: dict[str, list[StorageLocation]] = {}
     for table in tables:
@@ -177,6 +181,7 @@ def _read_bucket_figures(
             try:
                 context.figures_of_bucket(inventory, bucket)
                 context.figures_of_tables(inventory, bucket, locations)
+                context.share_rows(inventory, bucket, locations)
             except Exception as error:
                 log.warning(
                     "figures of bucket %s in the inventory %s: %s",
