@@ -80,12 +80,20 @@ def archive_file(jars: Sequence[str], spark_version: str) -> Path | None:
 
 def launcher_conf_folder() -> str:
     """The configuration folder Spark's launcher reads, and puts first on the JVM's class path:
-    ``SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``, else pyspark's own ``conf``."""
+    ``SPARK_CONF_DIR``, else the ``conf`` of the Spark home PySpark starts the JVM from
+    (``SPARK_HOME``, else the first Spark distribution PySpark finds: it looks in the current
+    directory's parent before its own folder)."""
     import pyspark
+    from pyspark.find_spark_home import _find_spark_home
 
-    return os.environ.get("SPARK_CONF_DIR") or os.path.join(
-        os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__), "conf"
-    )
+    configured = os.environ.get("SPARK_CONF_DIR")
+    if configured:
+        return configured
+    try:
+        home = _find_spark_home()
+    except SystemExit:  # none found: PySpark cannot start a JVM either
+        home = os.path.dirname(pyspark.__file__)
+    return os.path.join(home, "conf")
 
 
 def not_usable() -> str | None:

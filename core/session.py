@@ -77,7 +77,9 @@ _JAVA_OPTION_VARIABLES = (
     "PYSPARK_SUBMIT_ARGS",
     "SPARK_SUBMIT_OPTS",  # Spark's launcher adds it to a client-mode driver's JVM
 )
-_COLLECTOR_CHOICE = re.compile(r"-XX:[+-]Use\w*GC\b")
+# a collector chosen by name, or options the JVM reads from a file (which may choose one): -XX:Flags=,
+# -XX:VMOptionsFile= and an @argfile of JDK_JAVA_OPTIONS
+_COLLECTOR_CHOICE = re.compile(r"-XX:[+-]Use\w*GC\b|-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S")
 
 # PySpark's recording of each call's Python call site for DataFrame error messages (PySpark 4)
 DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
@@ -114,7 +116,8 @@ def collector_options(
     """The collector option (:data:`THROUGHPUT_GC_OPTION`) for a run that is not short, or none:
     none where a collector is already chosen, in the caller's Java options ``own``, ``conf``'s
     driver settings or an environment variable the JVM or PySpark's launcher reads (the JVM
-    refuses two choices). It counts only where :func:`build_spark_session` starts a local JVM of
+    refuses two choices), and where those name a file of options, which may choose one. It counts
+    only where :func:`build_spark_session` starts a local JVM of
     its own."""
     if short_run:
         return []

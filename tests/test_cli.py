@@ -72,6 +72,8 @@ def _command(*argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("PYSPARK", "INVENTORY_VACUUM_JVM_LOG", "INVENTORY_VACUUM_QUICK_JIT"))
+        # a collector chosen for every JVM of the machine would change what the tests assert
+        and k not in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS")
     }
     env.update(extra_env)
     return subprocess.run(
@@ -212,6 +214,42 @@ def test_a_long_run_gets_the_parallel_collector_unless_a_collector_is_already_ch
     assert session.collector_options(False) == []
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:+PrintGCDetails pyspark-shell")
     assert session.collector_options(False) == [THROUGHPUT_GC_OPTION]  # a GC option, not a choice
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    # options read from a file may choose one too
+    for options in (
+        "-XX:Flags=/etc/jvm.flags",
+        "-XX:VMOptionsFile=/etc/jvm.options",
+        "-Xss4m @/etc/jvm.args",
+    ):
+        assert session.collector_options(False, own=[options]) == [], options
+    monkeypatch.setenv("JDK_JAVA_OPTIONS", "@/etc/jvm.args")
+    assert session.collector_options(False) == []
+    monkeypatch.delenv("JDK_JAVA_OPTIONS")
+    assert session.collector_options(False, {"spark.driver.host": "user@host"}) == [THROUGHPUT_GC_OPTION]
+
+
+@pytest.mark.spark_independent
+def test_the_launchers_conf_folder_is_the_spark_home_pyspark_starts_from(tmp_path, monkeypatch):
+    """PySpark looks for a Spark distribution in the current directory's parent before its own
+    folder: a spark-defaults.conf there is one the tool must not override."""
+    import pyspark
+
+    from core.class_archive import launcher_conf_folder
+
+    for name in ("SPARK_CONF_DIR", "SPARK_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    assert launcher_conf_folder() == os.path.join(os.path.dirname(pyspark.__file__), "conf")
+    home = tmp_path / "spark"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "spark-submit").write_text("")
+    (home / "jars").mkdir()
+    (home / "python").mkdir()
+    monkeypatch.chdir(home / "python")
+    assert launcher_conf_folder() == str(home / "conf")
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")
+    assert launcher_conf_folder() == "/opt/spark/conf"
+    monkeypatch.setenv("SPARK_CONF_DIR", "/etc/spark")
+    assert launcher_conf_folder() == "/etc/spark"
 
 
 @pytest.mark.spark_independent
