@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import threading
 import time
 
@@ -256,7 +257,7 @@ class RegisteredTableStub:
         self.name = name
 
 
-def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, bucket_factory):
+def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, bucket_factory, caplog):
     tmp = lake["tmp"]
     other = bucket_factory("later")
     late_uri = make_table(spark, lake["bucket"], "created_after_inventory")
@@ -271,10 +272,13 @@ def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, b
             "not_delta": f"s3://{lake['bucket']}/not_delta",
         },
     )
-    code, result = cli_json(
-        "vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--dry-run"
-    )
+    with caplog.at_level(logging.INFO, logger="inventory_vacuum"):
+        code, result = cli_json(
+            "vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--dry-run"
+        )
     assert code == 1
+    # events, the one table of the run with objects in the inventory, read its rows from the cache
+    assert f"the rows of 1 small table(s) of bucket {lake['bucket']}" in caplog.text
     by_name = {t["name"]: t for t in result["tables"]}
     assert by_name["events"]["status"] == "ok"
     assert by_name["late"]["status"] == "refused" and "no objects under" in by_name["late"]["reason"]

@@ -3,6 +3,7 @@ each table's context, and the enums its outcome is told in."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from core.paths import StorageLocation, overlapping_pair
 from core.registry import RegisteredTable
+
+log = logging.getLogger("inventory_vacuum")
 
 if TYPE_CHECKING:
     from vacuum.plan import InventoryFigures
@@ -249,6 +252,12 @@ class RunContext:
             with self.lock:
                 self.shared_groups[(bucket, group)] = _SharedRows(frame, objects, len(group))
                 self.shared_rows.update({(bucket, location.key): group for location in group})
+            log.info(
+                "the rows of %d small table(s) of bucket %s, %d in all, read together into Spark's cache",
+                len(group),
+                bucket,
+                objects,
+            )
 
     def rows_source(self, inventory: DataFrame, location: StorageLocation) -> DataFrame:
         """What the table at ``location`` reads its rows from (with :func:`vacuum.plan.rows_under`):

@@ -181,10 +181,19 @@ def _read_bucket_figures(
             try:
                 context.figures_of_bucket(inventory, bucket)
                 context.figures_of_tables(inventory, bucket, locations)
-                context.share_rows(inventory, bucket, locations)
             except Exception as error:
                 log.warning(
                     "figures of bucket %s in the inventory %s: %s",
+                    bucket,
+                    inventory_table,
+                    spark_error_summary(error),
+                )
+                continue
+            try:
+                context.share_rows(inventory, bucket, locations)
+            except Exception as error:
+                log.warning(
+                    "rows of bucket %s's small tables in the inventory %s, read together: %s",
                     bucket,
                     inventory_table,
                     spark_error_summary(error),
@@ -220,6 +229,9 @@ def vacuum_table(
     except Exception as error:  # Spark/Delta/JVM errors end this table only
         run.reason = spark_error_summary(error)
         log.exception("vacuum of %s failed", table.name)
+    finally:
+        # a table that stopped before reading its rows no longer keeps its group's cache
+        context.release_rows(table.location)
     if run.status != Status.OK and not run.dry_run and run.deleted_files:
         run.reason = f"{run.reason} ({run.deleted_files} file(s) deleted, {run.remaining_files} remain)"
     run.seconds = round(time.monotonic() - started, 3)
