@@ -20,10 +20,11 @@ import gc
 import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -178,30 +179,32 @@ def _read_bucket_figures(
     try:
         inventory = read_inventory(session, inventory_table, context.inventory_version)
         for bucket, locations in sorted(by_bucket.items()):
-            try:
-                context.figures_of_bucket(inventory, bucket)
-                context.figures_of_tables(inventory, bucket, locations)
-            except Exception as error:
-                log.warning(
-                    "figures of bucket %s in the inventory %s: %s",
-                    bucket,
-                    inventory_table,
-                    spark_error_summary(error),
-                )
-                continue
-            try:
-                context.share_rows(inventory, bucket, locations)
-            except Exception as error:
-                log.warning(
-                    "rows of bucket %s's small tables in the inventory %s, read together: %s",
-                    bucket,
-                    inventory_table,
-                    spark_error_summary(error),
+            where = f"bucket {bucket} in the inventory {inventory_table}"
+            if _logged_on_failure(
+                f"figures of {where}",
+                partial(context.figures_of_bucket, inventory, bucket),
+                partial(context.figures_of_tables, inventory, bucket, locations),
+            ):
+                _logged_on_failure(
+                    f"rows of the small tables of {where}, read together",
+                    partial(context.share_rows, inventory, bucket, locations),
                 )
     except Exception as error:
         log.warning("figures of the inventory %s: %s", inventory_table, spark_error_summary(error))
     finally:
         activate(spark)
+
+
+def _logged_on_failure(what: str, *steps: Callable[[], object]) -> bool:
+    """Run ``steps`` in order; a failure is logged (``what: reason``), not raised, and ends them.
+    Whether all ran."""
+    try:
+        for step in steps:
+            step()
+    except Exception as error:
+        log.warning("%s: %s", what, spark_error_summary(error))
+        return False
+    return True
 
 
 def vacuum_table(
