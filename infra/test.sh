@@ -11,7 +11,7 @@
 #   SPARK_LINES=4.2 PYTHON_VERSIONS= bash infra/test.sh # the default line only, no other Pythons
 #   TEST_CONCURRENCY=1 bash infra/test.sh               # one run at a time, output as it comes
 #
-# It needs nothing from the caller's environment but HOME (pip's cache, the Ivy cache of the jars):
+# It needs nothing from the caller's environment but HOME (uv's and pip's caches, the Ivy cache of the jars):
 # `env -i HOME=$HOME PATH=/usr/bin:/bin bash infra/test.sh` works; see infra/env.sh for PYTHON and
 # JAVA_HOME.
 set -euo pipefail
