@@ -683,7 +683,9 @@ def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_pat
     """Each small table of an inventory run reads, on its own session, exactly its own rows, from
     the cache the run filled in one query; a bigger table reads the inventory; a read of another
     version of the inventory is never answered from the cache; the cache goes when its last table
-    has read it."""
+    has read it; a group needs two tables; a table whose group Spark's cache lost reads its own."""
+    from pyspark import StorageLevel
+
     from core.tables import read_inventory
     from vacuum import context as run_context
     from vacuum.context import RunContext
@@ -695,6 +697,9 @@ def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_pat
         "t/p=1/b.parquet",
         "t/_delta_log/0.json",
         "t_v2/c.parquet",  # a sibling whose name starts like t
+        "t-old/a.parquet",  # keys beside t's range [t/, t0): '-' and '.' sort before '/', '0' after
+        "t.x",
+        "t0/a.parquet",
         "u/a.parquet",
         "u/b.parquet",
         "u/c.parquet",
@@ -702,7 +707,8 @@ def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_pat
         "v/a.parquet",
     ]
     location = str(tmp_path / "inventory")
-    inventory_of(spark, "lake", keys).write.format("delta").save(location)
+    other_bucket = inventory_of(spark, "other", ["t/a.parquet", "t/z.parquet", "v/a.parquet"])
+    inventory_of(spark, "lake", keys).unionByName(other_bucket).write.format("delta").save(location)
     tables = [StorageLocation.parse(f"s3://lake/{name}") for name in ("t", "t_v2", "u", "v")]
     run = RunContext("r", 0, ())
     inventory = read_inventory(spark, location, 0)
@@ -724,12 +730,24 @@ def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_pat
     assert "InMemoryRelation" not in newer._jdf.queryExecution().withCachedData().toString()
     assert "t/new.parquet" in {row["key"] for row in newer.collect()}
     (shared,) = run.shared_groups.values()
-    assert shared.frame.is_cached
+
+    def in_cache(frame) -> bool:  # Spark's cache manager's answer, not PySpark's own flag
+        return frame.storageLevel != StorageLevel.NONE
+
+    assert in_cache(shared.frame)
     for table in tables[:3]:
         run.release_rows(table)
-    assert shared.frame.is_cached  # v has not read its rows yet
+    assert in_cache(shared.frame)  # v has not read its rows yet
     run.release_rows(tables[3])
-    assert not shared.frame.is_cached and not run.shared_groups
+    assert not in_cache(shared.frame) and not run.shared_groups
+
+    run.share_rows(inventory, "lake", tables[2:])  # u is past the bound: v alone, no group
+    assert not run.shared_rows and not run.shared_groups
+    run.share_rows(inventory, "lake", tables)
+    spark.catalog.clearCache()  # another caller in the JVM empties Spark's cache mid-run
+    own = read_inventory(session, location, 0)
+    assert run.rows_source(own, tables[0]) is own
+    run.release_all_rows()
 
     monkeypatch.setattr(run_context, "SHARED_ROWS_LIMIT", 4)  # past the limit: no table shares
     run.share_rows(inventory, "lake", tables)
@@ -737,8 +755,9 @@ def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_pat
     monkeypatch.setattr(run_context, "SHARED_ROWS_LIMIT", 5)
     run.share_rows(inventory, "lake", tables)
     (shared,) = run.shared_groups.values()
+    assert shared.rows == 5  # counted: t's 3, t_v2's and v's
     run.release_all_rows()
-    assert not shared.frame.is_cached and not run.shared_rows
+    assert not in_cache(shared.frame) and not run.shared_rows
 
 
 def test_shuffle_partitions_are_sized_to_the_tables_objects():

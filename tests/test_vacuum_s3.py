@@ -270,6 +270,7 @@ def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, b
             "late": late_uri,
             "other_bucket": never_inventoried,
             "not_delta": f"s3://{lake['bucket']}/not_delta",
+            "sibling": f"s3://{lake['bucket']}/events_v2",  # a file, no log, a name starting like events
         },
     )
     with caplog.at_level(logging.INFO, logger="inventory_vacuum"):
@@ -277,8 +278,9 @@ def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, b
             "vacuum", "--inventory-table", lake["inventory"], "--tables", registry, "--dry-run"
         )
     assert code == 1
-    # events, the one table of the run with objects in the inventory, read its rows from the cache
-    assert f"the rows of 1 small table(s) of bucket {lake['bucket']}" in caplog.text
+    # events and its sibling, the tables of the run with objects in the inventory, read their rows
+    # together into Spark's cache
+    assert f"the rows of 2 small tables of bucket {lake['bucket']}" in caplog.text
     by_name = {t["name"]: t for t in result["tables"]}
     assert by_name["events"]["status"] == "ok"
     assert by_name["late"]["status"] == "refused" and "no objects under" in by_name["late"]["reason"]
@@ -286,9 +288,8 @@ def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, b
         by_name["other_bucket"]["status"] == "refused"
         and f"no rows for bucket {other}" in by_name["other_bucket"]["reason"]
     )
-    assert (
-        by_name["not_delta"]["status"] == "refused" and "not a Delta table" in by_name["not_delta"]["reason"]
-    )
+    for name in ("not_delta", "sibling"):
+        assert by_name[name]["status"] == "refused" and "not a Delta table" in by_name[name]["reason"], name
 
     def one(*flags: str) -> dict:
         code, data = cli_json(

@@ -147,7 +147,7 @@ class _SharedRows:
     """Rows of a group of a run's tables, persisted (:meth:`RunContext.share_rows`)."""
 
     frame: DataFrame
-    objects: int  # the group's objects, by their figures
+    rows: int  # the group's rows in the cache, counted when read
     waiting: int  # the group's tables that have not read their rows yet
 
 
@@ -213,7 +213,8 @@ class RunContext:
         """Read the rows of the run's small tables in ``bucket`` (:data:`SHARED_ROWS_UP_TO_OBJECTS`
         objects or fewer, by their figures: so only tables :meth:`figures_of_tables` counted) into
         Spark's cache, one query for every :data:`TABLES_PER_FIGURES_JOB` of them, while the run
-        holds fewer than :data:`SHARED_ROWS_LIMIT` rows so.
+        holds fewer than :data:`SHARED_ROWS_LIMIT` rows so. A group needs two tables at least: for
+        one table alone the read together would be its own read plus a count.
 
         Each of those tables then reads :meth:`rows_source` instead of the inventory: the same
         query on its own session, which Spark answers from the cache (the cache is the
@@ -236,38 +237,60 @@ class RunContext:
         )
         for start in range(0, len(small), TABLES_PER_FIGURES_JOB):
             group = tuple(small[start : start + TABLES_PER_FIGURES_JOB])
+            if len(group) < 2:
+                return
             objects = sum(
                 self.table_figures[(bucket, location.key)].objects_under_table for location in group
             )
             with self.lock:
-                held = sum(shared.objects for shared in self.shared_groups.values())
-            if held + objects > SHARED_ROWS_LIMIT:
+                held = sum(shared.rows for shared in self.shared_groups.values())
+            if held + objects > SHARED_ROWS_LIMIT:  # the objects, before reading: a first bound
                 return
             frame = tables_rows(inventory, bucket, group).persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                frame.count()  # read now, in the run's figures step, not by whichever table runs first
+                # read now, in the run's figures step, not by whichever table runs first; a
+                # versioned bucket's rows (noncurrent versions, delete markers) outnumber its objects
+                rows = frame.count()
             except Exception:
                 frame.unpersist()
                 raise
+            if held + rows > SHARED_ROWS_LIMIT:
+                frame.unpersist()
+                return
             with self.lock:
-                self.shared_groups[(bucket, group)] = _SharedRows(frame, objects, len(group))
+                self.shared_groups[(bucket, group)] = _SharedRows(frame, rows, len(group))
                 self.shared_rows.update({(bucket, location.key): group for location in group})
             log.info(
-                "the rows of %d small table(s) of bucket %s, %d in all, read together into Spark's cache",
+                "the rows of %d small tables of bucket %s, %d rows in all, read together into Spark's cache",
                 len(group),
                 bucket,
-                objects,
+                rows,
             )
 
     def rows_source(self, inventory: DataFrame, location: StorageLocation) -> DataFrame:
         """What the table at ``location`` reads its rows from (with :func:`vacuum.plan.rows_under`):
         ``inventory`` (the pinned version, on the table's session), or, when the run keeps the
-        table's rows in memory (:meth:`share_rows`), the cached query of them on that session."""
+        table's rows in memory (:meth:`share_rows`), the cached query of them on that session.
+        Should Spark's cache no longer hold them (cleared by another caller in the same JVM), the
+        table reads ``inventory``: the group's query would read every table of the group."""
+        from pyspark import StorageLevel
+
         from vacuum.plan import tables_rows
 
         with self.lock:
             group = self.shared_rows.get((location.bucket, location.key))
-        return inventory if group is None else tables_rows(inventory, location.bucket, group)
+            shared = None if group is None else self.shared_groups.get((location.bucket, group))
+        if group is None or shared is None:
+            return inventory
+        rows = tables_rows(inventory, location.bucket, group)
+        if rows.storageLevel == StorageLevel.NONE:  # Spark's cache manager's answer for this plan
+            log.info(
+                "the rows read together for s3://%s/%s are no longer in Spark's cache: it reads its own",
+                location.bucket,
+                location.key,
+            )
+            return inventory
+        return rows
 
     def release_rows(self, location: StorageLocation) -> None:
         """The table at ``location`` has read its rows: its group's cache goes once none of its

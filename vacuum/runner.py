@@ -109,17 +109,34 @@ def vacuum_tables(
 
     sized_by_user = snapshot_sized_by_user(spark)
     codegen_by_user = codegen_set_by_user(spark)
-    if options.inventory_table and version is not None:
-        with job_group(spark, "inventory-vacuum run: inventory figures"):
-            inventory_location = StorageLocation.parse(options.inventory_table, what="inventory table")
-            _read_bucket_figures(
-                spark,
-                session_for(spark, inventory_location, sized_by_user=sized_by_user),
-                tables,
-                options.inventory_table,
-                context,
-            )
+    try:
+        if options.inventory_table and version is not None:
+            with job_group(spark, "inventory-vacuum run: inventory figures"):
+                inventory_location = StorageLocation.parse(options.inventory_table, what="inventory table")
+                _read_bucket_figures(
+                    spark,
+                    session_for(spark, inventory_location, sized_by_user=sized_by_user),
+                    tables,
+                    options.inventory_table,
+                    context,
+                )
+        runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user)
+    finally:
+        context.release_all_rows()  # the small tables' rows read together, whatever stopped the run
+    if options.history_table:
+        record_vacuum_runs(spark, options.history_table, run_id, runs)
+    return VacuumResult(runs, run_id)
 
+
+def _run_tables(
+    spark: SparkSession,
+    tables: Sequence[RegisteredTable],
+    options: VacuumOptions,
+    context: RunContext,
+    sized_by_user: bool,
+    codegen_by_user: bool,
+) -> list[TableRun]:
+    """Each table's vacuum, ``options.parallel`` at a time, in the order of ``tables``."""
     finished = itertools.count(1)
 
     def run_one(table: RegisteredTable) -> TableRun:
@@ -142,14 +159,8 @@ def vacuum_tables(
             if next(finished) % COLLECT_EVERY_TABLES == 0:
                 gc.collect()
 
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
-            runs = list(pool.map(run_one, tables))
-    finally:
-        context.release_all_rows()
-    if options.history_table:
-        record_vacuum_runs(spark, options.history_table, run_id, runs)
-    return VacuumResult(runs, run_id)
+    with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
+        return list(pool.map(run_one, tables))
 
 
 def _read_bucket_figures(
