@@ -82,7 +82,9 @@ def _command(*argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        # fetch-jars builds the class-data archive, running the demo in the archiving JVM: 5 min
+        # on a 2-core machine alone, over 10 beside another test run
+        timeout=1800,
         check=False,
     )
 
