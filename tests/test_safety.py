@@ -2,7 +2,10 @@
 real delete errors, bad numbers, keys Delta cannot parse, and small races.
 
 Each test reproduces a way the vacuum could delete what is not garbage or report what is not
-true, on real Delta tables and the moto S3 server.
+true, on real Delta tables and the moto S3 server. The tests whose outcome turns on Delta's
+planner, its delete, its reading of paths and versions or its concurrent appends are marked
+``line_sensitive`` and run on every Spark line; the ones of the tool's own bookkeeping (the batch
+delete, the ledger's reading, the checks of flags and reports) run on the default line.
 """
 
 from __future__ import annotations
@@ -33,8 +36,6 @@ from tests.support.helpers import (
 from tests.support.tables import make_table, referenced_keys
 from vacuum import gates
 
-pytestmark = pytest.mark.line_sensitive
-
 
 def _vacuum(inventory: str, registry: str, *extra: str) -> tuple[int, dict]:
     return cli_json("vacuum", "--inventory-table", inventory, "--tables", registry, *extra)
@@ -60,6 +61,7 @@ def nested_lake(spark, s3, bucket_factory, tmp_path):
     return {"bucket": source, "outer": outer, "inner": inner, "inventory": inventory, "registry": registry}
 
 
+@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidates(spark, s3, nested_lake):
     lake = nested_lake
@@ -85,6 +87,7 @@ def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidat
     assert any("nested Delta table" in w and "inner_tbl" in w for w in run["warnings"])
 
 
+@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake, capsys):
     lake = nested_lake
@@ -109,6 +112,7 @@ def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake, capsys):
     assert before <= keys_of(s3, lake["bucket"])  # nothing deleted (the run's history was added)
 
 
+@pytest.mark.line_sensitive
 def test_table_location_beyond_the_basic_plane_is_refused_in_inventory_mode(spark, tmp_path):
     """Delta cuts relative paths by UTF-16 length: 'part-…' would become 'art-…'."""
     root = tmp_path / "t\U0001f4e6x"
@@ -132,6 +136,7 @@ def test_table_location_beyond_the_basic_plane_is_refused_in_inventory_mode(spar
     assert pq.read_table(out).column("path").to_pylist() == [f"file:{root}/orphan.parquet"]
 
 
+@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_deep_partition_tree_plans_no_directories(spark, s3, bucket_factory, tmp_path):
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
@@ -158,6 +163,7 @@ def test_deep_partition_tree_plans_no_directories(spark, s3, bucket_factory, tmp
     )
 
 
+@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_delta_delete_counts_what_is_really_gone(spark, s3, s3_server, lake_with_junk):
     """Delta swallows each file's delete error; the report must show the measured count."""
@@ -230,7 +236,8 @@ def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spar
     assert (run["planned_files"], run["kept"]["deleted_earlier"]) == (0, len(lake["expected"]))
 
 
-@pytest.mark.parametrize("delete_with", ["batch", "delta"])
+# Delta's own delete of objects already gone is Delta's on each line; the batch delete is ours
+@pytest.mark.parametrize("delete_with", ["batch", pytest.param("delta", marks=pytest.mark.line_sensitive)])
 @pytest.mark.slow
 def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gone(
     spark, s3, lake_with_junk, delete_with
@@ -260,6 +267,7 @@ def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gon
     assert again["kept"]["deleted_earlier"] == len(lake["expected"])
 
 
+@pytest.mark.line_sensitive
 def test_keys_delta_cannot_parse_are_kept_and_counted(spark, s3, lake_with_junk):
     lake = lake_with_junk
     code, result = _vacuum(lake["inventory"], lake["registry"])
@@ -343,6 +351,7 @@ def test_unwritable_report_path_is_found_before_anything_is_deleted(spark, s3, l
     assert keys_of(s3, lake["bucket"]) == before
 
 
+@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_the_run_reads_one_pinned_inventory_version(spark, s3, lake_with_junk):
     from delta.tables import DeltaTable
@@ -354,6 +363,7 @@ def test_the_run_reads_one_pinned_inventory_version(spark, s3, lake_with_junk):
     assert result["tables"][0]["inventory_version"] == newest
 
 
+@pytest.mark.line_sensitive  # concurrent appends to one Delta table through each line's log store
 @pytest.mark.slow
 def test_tables_deleting_in_parallel_share_one_ledger(spark, s3, bucket_factory, tmp_path):
     """The first run creates the ledger once: parallel first appends used to race on creating it."""
@@ -381,6 +391,7 @@ def test_an_inventory_from_the_future_is_refused():
         gates.check_freshness(now + timedelta(hours=3), now, 72, "b")
 
 
+@pytest.mark.line_sensitive
 def test_a_live_file_recorded_by_its_absolute_s3_uri_is_never_deleted(spark, s3, bucket_factory, tmp_path):
     """Another writer recorded a live file inside the table by its absolute ``s3://`` URI, while
     Spark reads the table as ``s3a://``. Whatever Delta makes of that path, the file is never
