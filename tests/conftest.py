@@ -15,6 +15,7 @@ import pytest
 
 from testing.local_s3 import LocalS3Server
 from tests.support.iam import moto_endpoint  # noqa: F401  (the IAM-enforcing moto server of the IAM and Terraform tests)
+from tests.support.lines import DEFAULT_SPARK_LINE, on_default_spark_line
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the marks
@@ -22,16 +23,12 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     """Tests marked ``spark_independent`` (Terraform, checkov, IAM) run once, on the default Spark
     line: each Spark line's run names its line in INVENTORY_VACUUM_SPARK_LINE, and on another line
     they are skipped."""
-    line = os.environ.get("INVENTORY_VACUUM_SPARK_LINE")
-    if line in (None, "", DEFAULT_SPARK_LINE):
+    if on_default_spark_line():
         return
     skip = pytest.mark.skip(reason=f"no Spark in it: runs once, on the Spark {DEFAULT_SPARK_LINE} line")
     for item in items:
         if item.get_closest_marker("spark_independent"):
             item.add_marker(skip)
-
-
-DEFAULT_SPARK_LINE = "4.2"  # infra/env.sh's DEFAULT_SPARK_LINE
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,10 @@
 real delete errors, bad numbers, keys Delta cannot parse, and small races.
 
 Each test reproduces a way the vacuum could delete what is not garbage or report what is not
-true, on real Delta tables and the moto S3 server. The tests whose outcome turns on Delta's
-planner, its delete, its reading of paths and versions or its concurrent appends are marked
-``line_sensitive`` and run on every Spark line; the ones of the tool's own bookkeeping (the batch
-delete, the ledger's reading, the checks of flags and reports) run on the default line.
+true, on real Delta tables and the moto S3 server. They run on the default Spark line; on the
+other lines Delta's planner, delete and path reading are exercised by the cross-writer matrix and
+test_line_semantics.py, and only the concurrent appends to one ledger (through each line's log
+store) run here too (``line_sensitive``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ def nested_lake(spark, s3, bucket_factory, tmp_path):
     return {"bucket": source, "outer": outer, "inner": inner, "inventory": inventory, "registry": registry}
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidates(spark, s3, nested_lake):
     lake = nested_lake
@@ -87,7 +86,6 @@ def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidat
     assert any("nested Delta table" in w and "inner_tbl" in w for w in run["warnings"])
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake, capsys):
     lake = nested_lake
@@ -112,7 +110,6 @@ def test_nested_table_in_list_and_lite_modes(spark, s3, nested_lake, capsys):
     assert before <= keys_of(s3, lake["bucket"])  # nothing deleted (the run's history was added)
 
 
-@pytest.mark.line_sensitive
 def test_table_location_beyond_the_basic_plane_is_refused_in_inventory_mode(spark, tmp_path):
     """Delta cuts relative paths by UTF-16 length: 'part-…' would become 'art-…'."""
     root = tmp_path / "t\U0001f4e6x"
@@ -136,7 +133,6 @@ def test_table_location_beyond_the_basic_plane_is_refused_in_inventory_mode(spar
     assert pq.read_table(out).column("path").to_pylist() == [f"file:{root}/orphan.parquet"]
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_deep_partition_tree_plans_no_directories(spark, s3, bucket_factory, tmp_path):
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
@@ -163,7 +159,6 @@ def test_deep_partition_tree_plans_no_directories(spark, s3, bucket_factory, tmp
     )
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_delta_delete_counts_what_is_really_gone(spark, s3, s3_server, lake_with_junk):
     """Delta swallows each file's delete error; the report must show the measured count."""
@@ -237,7 +232,7 @@ def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spar
 
 
 # Delta's own delete of objects already gone is Delta's on each line; the batch delete is ours
-@pytest.mark.parametrize("delete_with", ["batch", pytest.param("delta", marks=pytest.mark.line_sensitive)])
+@pytest.mark.parametrize("delete_with", ["batch", "delta"])
 @pytest.mark.slow
 def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gone(
     spark, s3, lake_with_junk, delete_with
@@ -267,7 +262,6 @@ def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gon
     assert again["kept"]["deleted_earlier"] == len(lake["expected"])
 
 
-@pytest.mark.line_sensitive
 def test_keys_delta_cannot_parse_are_kept_and_counted(spark, s3, lake_with_junk):
     lake = lake_with_junk
     code, result = _vacuum(lake["inventory"], lake["registry"])
@@ -351,7 +345,6 @@ def test_unwritable_report_path_is_found_before_anything_is_deleted(spark, s3, l
     assert keys_of(s3, lake["bucket"]) == before
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_the_run_reads_one_pinned_inventory_version(spark, s3, lake_with_junk):
     from delta.tables import DeltaTable
@@ -391,7 +384,6 @@ def test_an_inventory_from_the_future_is_refused():
         gates.check_freshness(now + timedelta(hours=3), now, 72, "b")
 
 
-@pytest.mark.line_sensitive
 def test_a_live_file_recorded_by_its_absolute_s3_uri_is_never_deleted(spark, s3, bucket_factory, tmp_path):
     """Another writer recorded a live file inside the table by its absolute ``s3://`` URI, while
     Spark reads the table as ``s3a://``. Whatever Delta makes of that path, the file is never

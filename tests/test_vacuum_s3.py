@@ -1,8 +1,8 @@
 """Vacuum through s3a on the moto S3 server: the real S3 protocol end to end.
 
-The tests whose outcome turns on Delta (its planner, its delete, RETAIN, its listing VACUUM, a
-commit during the run) are marked ``line_sensitive`` and run on every Spark line; the ones of the
-tool's own gates, reports and batch-delete bookkeeping run on the default line.
+They run on the default Spark line. On the other lines, S3A, Delta's planner and delete, its
+listing VACUUM and RETAIN are exercised by the cross-writer matrix (its S3 tables, its listing dry
+run) and test_line_semantics.py.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ def lake(spark, s3, bucket_factory, tmp_path):
     }
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake):
     # registered as s3:// while Spark wrote it as s3a://; the inventory holds s3:// paths
@@ -91,7 +90,6 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
     assert rows_at(spark, lake["uri"]) == rows_before
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_factory, tmp_path):
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
@@ -151,7 +149,6 @@ def test_batch_and_delta_deletes_report_the_same_numbers(spark, s3, bucket_facto
     assert rows_at(spark, first) == rows_at(spark, second) == 10
 
 
-@pytest.mark.line_sensitive
 def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lake):
     from core.tables import read_inventory
     from tests.support.planner import slice_of
@@ -323,7 +320,6 @@ def test_gates_refuse_with_reasons_and_other_tables_still_run(spark, s3, lake, b
     assert partial["status"] == "refused" and "does not describe this table" in partial["reason"]
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_retention_shorter_than_the_table_needs_explicit_consent(spark, s3, bucket_factory, tmp_path):
     source, inventory_bucket = bucket_factory("lake"), bucket_factory("inv")
@@ -413,7 +409,6 @@ def test_report_candidates_and_history(spark, s3, lake):
     assert history[0]["coverage"] == 1.0 and history[0]["inventory_taken_at"] is not None
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_writer_committing_during_the_vacuum_loses_nothing(spark, s3, lake):
     registry = registry_file(lake["tmp"], {"events": lake["uri"]})
@@ -452,7 +447,6 @@ def test_unknown_table_is_a_usage_error_before_anything_runs(tmp_path, capsys):
     assert "table 'nope' is not registered" in capsys.readouterr().err
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_list_and_lite_modes_for_comparison(spark, s3, lake):
     registry = registry_file(lake["tmp"], {"events": lake["uri"]})
@@ -500,7 +494,6 @@ def test_missing_inventory_table_is_a_one_line_error(spark, tmp_path, bucket, ca
     )
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.slow
 def test_flat_mode_plans_like_inventory_mode_from_one_flat_listing(spark, s3, s3_server, lake):
     """``--mode flat``: one paginated ListObjectsV2 of the table prefix is the inventory."""
@@ -563,8 +556,10 @@ def _retain_is_ignored(spark) -> bool:
     return version_tuple(jvm_delta_version(spark))[:2] >= (4, 1)
 
 
-@pytest.mark.line_sensitive
-@pytest.mark.parametrize("table_retention, table_hours", [("interval 2 days", 48), ("interval 36 hours", 36)])
+@pytest.mark.parametrize(
+    "table_retention, table_hours",
+    [("interval 2 days", 48), ("interval 36 hours", 36)],
+)
 @pytest.mark.slow
 def test_retention_reported_is_the_one_delta_applies(
     spark, s3, bucket_factory, tmp_path, table_retention, table_hours
@@ -642,7 +637,6 @@ FOLDER_MARKERS_KEPT = [
 ]
 
 
-@pytest.mark.line_sensitive
 @pytest.mark.parametrize("delete_with", ["batch", "delta"])
 @pytest.mark.slow
 def test_empty_folder_markers_past_the_retention_go_as_delta_would_delete_them(
