@@ -3,9 +3,10 @@ real delete errors, bad numbers, keys Delta cannot parse, and small races.
 
 Each test reproduces a way the vacuum could delete what is not garbage or report what is not
 true, on real Delta tables and the moto S3 server. They run on the default Spark line; on the
-other lines Delta's planner, delete and path reading are exercised by the cross-writer matrix and
-test_line_semantics.py, and only the concurrent appends to one ledger (through each line's log
-store) run here too (``line_sensitive``).
+other lines Delta's planner, delete and path reading are exercised by the cross-writer matrix, and
+three run here too (``line_sensitive``): the tool's own nested-table detection (on 3.5 with Spark's
+generated code), a live file recorded by absolute URI (each line's S3A and Hadoop), and concurrent
+appends to one ledger (each line's log store).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def nested_lake(spark, s3, bucket_factory, tmp_path):
     return {"bucket": source, "outer": outer, "inner": inner, "inventory": inventory, "registry": registry}
 
 
+@pytest.mark.line_sensitive  # the tool's nested-table detection, on 3.5 with generated code
 @pytest.mark.slow
 def test_nested_table_and_own_tables_under_a_registered_table_are_never_candidates(spark, s3, nested_lake):
     lake = nested_lake
@@ -384,6 +386,7 @@ def test_an_inventory_from_the_future_is_refused():
         gates.check_freshness(now + timedelta(hours=3), now, 72, "b")
 
 
+@pytest.mark.line_sensitive  # each line's S3A and Hadoop with the plan check
 def test_a_live_file_recorded_by_its_absolute_s3_uri_is_never_deleted(spark, s3, bucket_factory, tmp_path):
     """Another writer recorded a live file inside the table by its absolute ``s3://`` URI, while
     Spark reads the table as ``s3a://``. Whatever Delta makes of that path, the file is never
