@@ -233,7 +233,6 @@ def test_second_batch_run_on_the_same_inventory_deletes_and_reports_nothing(spar
     assert (run["planned_files"], run["kept"]["deleted_earlier"]) == (0, len(lake["expected"]))
 
 
-# Delta's own delete of objects already gone is Delta's on each line; the batch delete is ours
 @pytest.mark.parametrize("delete_with", ["batch", "delta"])
 @pytest.mark.slow
 def test_verify_existence_reports_objects_deleted_by_someone_else_as_already_gone(
