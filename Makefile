@@ -113,7 +113,7 @@ benchmarks-tests:
 
 # The runs `test` makes, in the order they start: longest first, so that under -j2 the longest run
 # (the default line's suite) has the other lines beside it and the short runs fill in at the end
-# (by their minutes on a 2-core machine: 47 alone, then 12 and 13 beside it, and the rest a few each).
+# (by their minutes alone on a 2-core machine: 47, then 9 and 10, and the rest a few each).
 ifeq ($(strip $(PYTEST_ARGS)),)
 QUEUE := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),default-line) \
 	$(addprefix line-,$(filter-out $(DEFAULT_SPARK_LINE),$(SPARK_LINES))) \
