@@ -71,6 +71,33 @@ venv_dir() {  # venv_dir LINE [PYTHON_VERSION]: where that Spark line (on that P
   echo "$dir"
 }
 
+# spark_wheels VENV PINS: print a folder holding the wheel of the pyspark that PINS name, built there
+# once (by VENV's pip) if missing. PyPI serves pyspark as a source archive only, and uv builds it
+# again on each install when the package index does not let it revalidate its cached copy: half a
+# minute and a new 1.4 GB cache entry for each venv, kept without bound (the test command makes five).
+# The folder is $XDG_CACHE_HOME/inventory-vacuum/wheels (else ~/.cache/...), beside the jars' lists.
+spark_wheels() {
+  local venv=$1 pins=$2 wheels version
+  wheels="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/inventory-vacuum/wheels"
+  version="$(sed -n 's/^pyspark==//p' "$pins")"
+  [ -n "$version" ] || { echo "$pins pins no pyspark version (a line 'pyspark==X.Y.Z')" >&2; return 1; }
+  if [ ! -f "$wheels/pyspark-$version-py2.py3-none-any.whl" ]; then
+    mkdir -p "$wheels" || return 1
+    local build
+    build="$(mktemp -d "$wheels/.build.XXXXXX")" || return 1
+    # built aside and moved in whole: a wheel half written by an interrupted build is never taken
+    if ! "$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-cache-dir \
+        -w "$build" "pyspark==$version" >&2 \
+      || ! mv "$build"/pyspark-"$version"-*.whl "$wheels/"; then
+      rm -rf "$build"
+      echo "could not build the wheel of pyspark $version into $wheels" >&2
+      return 1
+    fi
+    rm -rf "$build"
+  fi
+  echo "$wheels"
+}
+
 # ensure_venv [LINE [PYTHON_VERSION]]: create the venv of that Spark line (default the default line, in .venv)
 # with that Python (default 3.11) if needed, and install the project into it (editable, with the dev
 # extras, the line's pins as constraints); skipped while pyproject.toml and the pins are unchanged.
@@ -94,14 +121,16 @@ ensure_venv() {
   local stamp="$venv/.inventory-vacuum-installed" wanted
   wanted="$(cat pyproject.toml "$pins" | cksum)"
   if [ ! -x "$venv/bin/inventory-vacuum" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-    # uv installs the stack (pip installs uv, pinned): from its cache it lays a Spark line's
-    # packages into a venv in about a quarter of pip's time, and the test command makes five venvs.
+    # uv installs the stack (pip installs uv, pinned): from its cache and the built pyspark wheel it
+    # lays a Spark line's packages into a venv in seconds, and the test command makes five venvs.
     # It is told to trust the system's certificates, as pip does. The installers' and the build
     # backend's chatter go to a file, printed only when the install fails.
-    local pip_log
+    local pip_log wheels
     pip_log="$(mktemp "${TMPDIR:-/tmp}/inventory-vacuum-pip.XXXXXX")"
+    wheels="$(spark_wheels "$venv" "$pins")" || { rm -f "$pip_log"; return 1; }
     if ! { "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION" \
-      && "$venv/bin/uv" pip install --quiet --system-certs --python "$venv/bin/python" -e '.[dev]' -c "$pins"; } \
+      && "$venv/bin/uv" pip install --quiet --system-certs --python "$venv/bin/python" \
+        --find-links "$wheels" -e '.[dev]' -c "$pins"; } \
       > "$pip_log" 2>&1; then
       cat "$pip_log" >&2
       rm -f "$pip_log"
