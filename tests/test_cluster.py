@@ -47,10 +47,12 @@ def _free_port() -> int:
 
 
 def _bare_environment(tmp: Path) -> dict[str, str]:
-    """What a cluster node's daemons start with: no AWS variable, no Python settings."""
+    """What a cluster node's daemons start with: no AWS variable, no Python settings; the node's
+    scratch folders (its spark-env.sh's SPARK_LOCAL_DIRS) under the test's folder, removed with it."""
     keep = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
     environment = {k: os.environ[k] for k in keep if k in os.environ}
     environment.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOG_DIR=str(tmp / "logs"))
+    environment.update(SPARK_LOCAL_DIRS=str(tmp / "local"))
     return environment
 
 
