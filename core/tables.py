@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 
 from core.errors import InventoryTableError, spark_error_summary
 from core.paths import StorageLocation
-from core.session import session_default
+from core.session import INTERPRETED_UP_TO_OBJECTS, session_default
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -349,7 +349,23 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
     default. Without a checkpoint (a young table, a few commits) the cluster's parallelism, at most
     Delta's default.
     """
+    try:
+        actions = checkpoint_actions(location)
+    except Exception:  # only a size: an unreadable checkpoint counts as none
+        actions = None
+    if actions is None:
+        return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, default_parallelism))
+    return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))
+
+
+def checkpoint_actions(location: StorageLocation) -> int | None:
+    """How many actions the table's newest checkpoint holds, from its
+    ``_delta_log/_last_checkpoint`` (one small GET); None when there is no such file (no table, or
+    a table of a few commits: Delta checkpoints every 10th). Raises when the file cannot be read
+    or names no size."""
     import json
+
+    from botocore.exceptions import ClientError
 
     key = f"{location.key}/_delta_log/_last_checkpoint"
     try:
@@ -360,10 +376,26 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
         else:
             with open("/" + key, "rb") as handle:
                 text = handle.read()
-        actions = int(json.loads(text)["size"])
-    except Exception:  # no checkpoint yet, or one without a size
-        return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, default_parallelism))
-    return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))
+    except FileNotFoundError:
+        return None
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NoSuchBucket"):
+            return None
+        raise
+    return int(json.loads(text)["size"])
+
+
+def small_log(table: str) -> bool:
+    """The tool's own Delta table at ``table`` (the inventory, the usage table) is small enough
+    for its snapshot to be rebuilt on Spark's interpreted evaluation: its checkpoint holds at most
+    :data:`~core.session.INTERPRETED_UP_TO_OBJECTS` actions, or it has none (a few commits, or no
+    table yet). A location that does not parse, or a checkpoint that cannot be read or names no
+    size, is not small."""
+    try:
+        actions = checkpoint_actions(StorageLocation.parse(table, what="table"))
+    except Exception:
+        return False
+    return actions is None or actions <= INTERPRETED_UP_TO_OBJECTS
 
 
 def snapshot_sized_by_user(spark: SparkSession) -> bool:

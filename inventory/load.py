@@ -41,11 +41,19 @@ from pyspark.sql import functions as F
 from core.errors import InventoryDataError, InventoryVacuumError, spark_error_summary
 from core.paths import StorageLocation
 from core.registry import TableRegistry
-from core.session import job_group, name_jobs, session_default
+from core.session import (
+    INTERPRETED_UP_TO_BYTES,
+    codegen_set_by_user,
+    interpreted_while,
+    job_group,
+    name_jobs,
+    session_default,
+)
 from core.tables import (
     INVENTORY_RUNS_SCHEMA,
     INVENTORY_STATS_COLUMNS,
     append_run_rows,
+    small_log,
     snapshots_sized,
 )
 from inventory.layout import KeyGroup, KeyRange, key_groups, key_ranges, laid_out, write_partitions
@@ -517,6 +525,19 @@ def ingest(spark: SparkSession, s3: Any, request: IngestRequest, run_id: str) ->
     return result
 
 
+def _small_load(spark: SparkSession, delivery: Delivery, request: IngestRequest) -> bool:
+    """The delivery's load reads and writes little enough to run on Spark's interpreted
+    evaluation (:func:`~core.session.interpreted_while`): its data files hold at most
+    :data:`~core.session.INTERPRETED_UP_TO_BYTES` (the manifest's sizes), and the snapshots it
+    rebuilds (the inventory's, the usage table's) are of small logs. Not asked when the job chose
+    its own code generation."""
+    return (
+        not codegen_set_by_user(spark)
+        and sum(data_file.size for data_file in delivery.files) <= INTERPRETED_UP_TO_BYTES
+        and all(small_log(table) for table in (request.inventory_table, request.usage_table) if table)
+    )
+
+
 def _ingest_buckets(spark: SparkSession, s3: Any, request: IngestRequest, result: IngestResult) -> None:
     for bucket in request.source_buckets:
         started = time.monotonic()
@@ -530,7 +551,12 @@ def _ingest_buckets(spark: SparkSession, s3: Any, request: IngestRequest, result
             outcome.data_files = len(delivery.files)
             outcome.inventory_taken_at = delivery.inventory_taken_at.isoformat()
             outcome.inventory_date = delivery.inventory_date
-            with job_group(spark, f"ingest {bucket}"):
+            with (
+                job_group(spark, f"ingest {bucket}"),
+                interpreted_while(spark, _small_load(spark, delivery, request)) as interpreted,
+            ):
+                if interpreted:
+                    log.info("bucket %s: loaded on Spark's interpreted evaluation (a small delivery)", bucket)
                 figures = load_delivery(
                     spark, delivery, request.inventory_table, request.registry, request.usage_table
                 )

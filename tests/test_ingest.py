@@ -638,6 +638,92 @@ def test_a_later_delivery_is_checked_while_written_and_loads_what_checking_first
     assert set(table_rows(spark, table, source)) == set(first)
 
 
+@pytest.mark.spark_independent
+def test_a_log_is_small_by_its_checkpoint_and_one_that_cannot_be_read_is_not(tmp_path):
+    """The ingest loads interpreted only while the tool's tables have a small log: no checkpoint
+    (or no table), or one of at most ``INTERPRETED_UP_TO_OBJECTS`` actions. A checkpoint file
+    that cannot be read or names no size, or a location that does not parse, is not small."""
+    from core.session import INTERPRETED_UP_TO_OBJECTS
+    from core.tables import small_log
+
+    log_folder = tmp_path / "table" / "_delta_log"
+    table = f"file://{tmp_path}/table"
+    assert small_log(table)  # no table yet
+    log_folder.mkdir(parents=True)
+    assert small_log(table)  # a table of a few commits
+    last = log_folder / "_last_checkpoint"
+    for text, small in (
+        (json.dumps({"version": 10, "size": INTERPRETED_UP_TO_OBJECTS}), True),
+        (json.dumps({"version": 10, "size": INTERPRETED_UP_TO_OBJECTS + 1}), False),
+        (json.dumps({"version": 10}), False),
+        ("not json", False),
+    ):
+        last.write_text(text)
+        assert small_log(table) is small, text
+    assert not small_log("hdfs://namenode/table")
+
+
+@pytest.mark.slow
+def test_a_small_delivery_loads_interpreted_and_writes_what_generated_code_writes(
+    spark, s3, bucket_factory, tmp_path, monkeypatch
+):
+    """A delivery of at most ``INTERPRETED_UP_TO_BYTES`` loads on Spark's interpreted evaluation;
+    a bigger one, and any delivery of a job that chose its own code generation, keep generated
+    code. Each way loads the same rows and usage rows and reports the same figures, and the job's
+    session has its own settings back after."""
+    from core.session import codegen_set_by_user
+
+    whole_stage, factory = "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"
+    own, chosen_by_suite = (spark.conf.get(whole_stage), spark.conf.get(factory)), codegen_set_by_user(spark)
+    own_whole_stage = spark.conf.get(whole_stage, None)
+    source, inventory = bucket_factory("src"), bucket_factory("inv")
+    tables = write_tables(tmp_path, source)
+    day = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    keys = [f"warehouse/events/d={n}/part-{n}.parquet" for n in range(20)] + SPECIAL_KEYS + ["other/x.txt"]
+    destination = StorageLocation.parse(f"s3://{inventory}/reports")
+    write_delivery(s3, source, _object_rows(source, keys, day), destination, "daily", taken_at=day)
+    loaded_with = []
+    load_delivery = load.load_delivery
+
+    def recording(session, *args, **kwargs):
+        loaded_with.append(session.conf.get(factory))
+        return load_delivery(session, *args, **kwargs)
+
+    monkeypatch.setattr(load, "load_delivery", recording)
+
+    def ingest(name: str) -> tuple[dict, dict, list]:
+        table, usage = f"s3://{inventory}/tables/{name}", f"s3://{inventory}/tables/{name}_usage"
+        extra = ["--tables", tables, "--usage-table", usage]
+        code, result = cli_json(*ingest_args(inventory, table, source, extra=extra))
+        assert code == 0, result
+        used = spark.read.format("delta").load(usage)
+        return result["buckets"][0], table_rows(spark, table), sorted(map(repr, used.collect()))
+
+    small = ingest("small")
+    bound = load.INTERPRETED_UP_TO_BYTES
+    monkeypatch.setattr(load, "INTERPRETED_UP_TO_BYTES", 0)
+    big = ingest("big")
+    monkeypatch.setattr(load, "INTERPRETED_UP_TO_BYTES", bound)
+    spark.conf.set(whole_stage, "true")  # the job's own choice, as a --conf would make it
+    try:
+        chosen = ingest("chosen")
+    finally:
+        if own_whole_stage is None:
+            spark.conf.unset(whole_stage)
+        else:
+            spark.conf.set(whole_stage, own_whole_stage)
+    if chosen_by_suite:  # the suite runs with generated code chosen for every job
+        assert loaded_with == [own[1]] * 3
+    else:
+        assert loaded_with == ["NO_CODEGEN", own[1], own[1]]
+    assert (spark.conf.get(whole_stage), spark.conf.get(factory)) == own
+    for name in ("rows", "bytes", "noncurrent_objects", "noncurrent_bytes", "delete_markers"):
+        assert small[0][name] == big[0][name] == chosen[0][name], name
+    assert small[0]["rows"] == len(keys)
+    assert small[1] == big[1] == chosen[1] and set(small[1]) == set(keys)
+    assert small[2] == big[2] == chosen[2] and len(small[2]) > 2
+
+
 GOOD_ROW = ["{b}", "k/1", "3", "2024-01-15T00:00:00.000Z", "e", "STANDARD", "false", "SSE-S3"]
 
 

@@ -35,7 +35,7 @@ from core.errors import InventoryTableError, InventoryVacuumError, VacuumRefused
 from core.paths import StorageLocation
 from core.registry import RegisteredTable
 from core.s3 import bucket_versioning, describe
-from core.session import job_group, jvm_delta_version, name_jobs, version_tuple
+from core.session import codegen_set_by_user, job_group, jvm_delta_version, name_jobs, version_tuple
 from core.tables import read_inventory, snapshot_sized_by_user
 from vacuum import gates
 from vacuum.context import DeleteWith, Mode, RunContext, Status, TableContext, VacuumOptions
@@ -59,7 +59,6 @@ from vacuum.snapshot import load_table_state
 from vacuum.tuning import (
     activate,
     adaptive_off_until_sized,
-    codegen_set_by_user,
     interpret_small_plan,
     session_for,
     unsize_shuffles,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from core.paths import StorageLocation
+from core.session import INTERPRETED, INTERPRETED_UP_TO_OBJECTS
 from core.tables import SNAPSHOT_PARTITIONS, snapshot_partitions
 from vacuum.snapshot import SHUFFLE_PARTITIONS, shuffle_partitions
 
@@ -23,10 +24,6 @@ _ADAPTIVE = "spark.sql.adaptive.enabled"
 _BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
 # what a plan of one wave of tasks runs without, and what a bigger one gets back
 _ONE_WAVE = ((_ADAPTIVE, _CONFIGURED_ADAPTIVE, "false"), (_BROADCAST, _CONFIGURED_BROADCAST, "-1"))
-# Spark's code generation, which a small table's plan runs without (see interpret_small_plan)
-_INTERPRETED = (("spark.sql.codegen.wholeStage", "false"), ("spark.sql.codegen.factoryMode", "NO_CODEGEN"))
-# A table with at most this many objects in the inventory is planned interpreted
-INTERPRETED_UP_TO_OBJECTS = 10_000
 
 
 def activate(session: SparkSession) -> None:
@@ -50,15 +47,6 @@ def broadcast_threshold(spark: SparkSession) -> int:
     """The session's own reading of ``spark.sql.autoBroadcastJoinThreshold`` in bytes ("10MB",
     "-1", ...): below 0, it broadcasts nothing it is not asked to by name."""
     return int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[union-attr]
-
-
-def codegen_set_by_user(spark: SparkSession) -> bool:
-    """The job's configuration (``--conf``, ``spark-defaults.conf``, the session builder) chose how
-    Spark generates code (whole-stage or its code factory): every table's session, which starts
-    from that configuration, keeps the choice. (A setting made on a running session with
-    ``spark.conf.set`` is that session's only: it turns the interpretation off, and the tables run
-    on Spark's defaults.)"""
-    return any(spark.conf.get(setting, None) is not None for setting, _ in _INTERPRETED)
 
 
 def interpret_small_plan(spark: SparkSession, objects: int) -> bool:
@@ -87,7 +75,7 @@ def interpret_small_plan(spark: SparkSession, objects: int) -> bool:
     too, only more slowly."""
     if objects > INTERPRETED_UP_TO_OBJECTS:
         return False
-    for setting, value in _INTERPRETED:
+    for setting, value in INTERPRETED:
         spark.conf.set(setting, value)
     return True
 
