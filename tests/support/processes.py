@@ -19,8 +19,19 @@ def java_home() -> str | None:
 
 def bare_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """A minimal environment, as a scheduler gives it: HOME (Ivy's jar cache), a bare PATH, the
-    S3 settings of the test server, and JAVA_HOME (the tests' JDK may not be on that PATH)."""
-    env = {"HOME": os.environ["HOME"], "PATH": BARE_PATH, "TMPDIR": str(tmp_path)}
+    S3 settings of the test server, and JAVA_HOME (the tests' JDK may not be on that PATH).
+
+    The child's scratch folders are the test's own: TMPDIR for Python, SPARK_LOCAL_DIRS for Spark
+    (its JVM does not read TMPDIR: it would use /tmp, and a child the test kills leaves its block
+    manager's folders there)."""
+    scratch = tmp_path / "spark-local"
+    scratch.mkdir(exist_ok=True)
+    env = {
+        "HOME": os.environ["HOME"],
+        "PATH": BARE_PATH,
+        "TMPDIR": str(tmp_path),
+        "SPARK_LOCAL_DIRS": str(scratch),
+    }
     env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
     home = java_home()
     if home:
