@@ -21,9 +21,11 @@ def bare_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """A minimal environment, as a scheduler gives it: HOME (Ivy's jar cache), a bare PATH, the
     S3 settings of the test server, and JAVA_HOME (the tests' JDK may not be on that PATH).
 
-    The child's scratch folders are the test's own: TMPDIR for Python, SPARK_LOCAL_DIRS for Spark
-    (its JVM does not read TMPDIR: it would use /tmp, and a child the test kills leaves its block
-    manager's folders there)."""
+    The child's scratch folders are the test's own: TMPDIR for Python, SPARK_LOCAL_DIRS for Spark's
+    and LOCAL_DIRS for S3A's upload buffers (``fs.s3a.buffer.dir`` is ``${env.LOCAL_DIRS}/s3a``
+    when it is set). The JVM reads neither TMPDIR nor, outside a YARN container, LOCAL_DIRS for
+    anything else; without them a child the test kills leaves its block manager's folders and a
+    half-uploaded block in /tmp."""
     scratch = tmp_path / "spark-local"
     scratch.mkdir(exist_ok=True)
     env = {
@@ -31,6 +33,7 @@ def bare_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "PATH": BARE_PATH,
         "TMPDIR": str(tmp_path),
         "SPARK_LOCAL_DIRS": str(scratch),
+        "LOCAL_DIRS": str(scratch),
     }
     env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
     home = java_home()
