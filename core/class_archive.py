@@ -9,11 +9,12 @@ project's 2-core machine it makes a one-table dry run in a fresh process about 1
 (``benchmarks/one_table.py``, the median of 3 rounds).
 
 ``inventory-vacuum fetch-jars`` makes the archive once the jars are resolved (:func:`create`):
-a child process starts a local session on the class path every later command uses, runs a small
-Delta workload (a write, a delete, an inventory VACUUM dry run) and exits. The caller may name a
-module whose ``class_archive_workload()`` adds a workload of its own (the command names the demo's,
-which runs the product's own steps over S3A against a local S3: the S3A and AWS SDK classes every
-command on S3 loads are then archived too). Its JVM writes the
+a child process starts a local session on the class path every later command uses, runs a
+workload and exits. The caller may name a module whose ``class_archive_workload()`` is that
+workload (the command names the demo's, which runs the product's own steps over S3A against a
+local S3: the S3A and AWS SDK classes every command on S3 loads are then archived too); without
+one, or when it fails, a small Delta workload on local files runs (a write, a delete, an inventory
+VACUUM dry run). Its JVM writes the
 archive to a temporary file, which takes the archive's name only after that JVM has exited with
 status 0: a JVM that maps a truncated archive dies (SIGBUS), so a half-written file must never
 carry the name. A local session whose JVM Python starts with the cached jars
@@ -50,6 +51,8 @@ SWITCH_VARIABLE = "INVENTORY_VACUUM_CLASS_ARCHIVE"
 _CREATE_TIMEOUT_SECONDS = 900
 # the child's line that says the caller's workload failed (its archive then holds the rest)
 WORKLOAD_FAILED = "inventory-vacuum class archive: the workload failed: "
+# the child's line that says its own small Delta workload ran to its end
+DELTA_WORKLOAD_DONE = "inventory-vacuum class archive: the Delta workload ran"
 
 
 def enabled() -> bool:
@@ -152,8 +155,8 @@ def create(jars: Sequence[str], spark_version: str, workload: str | None = None)
 
     ``workload``: a module whose ``class_archive_workload()`` is a context manager, entered
     before the archiving JVM starts and left after it exits, that yields a function to run on its
-    session (or None: nothing to add). When that function fails, the archive holds the classes
-    loaded until then, and a warning says why.
+    session (or None: nothing to add) instead of the small Delta workload. When that function
+    fails, the small Delta workload runs after it, and a warning says why.
     """
     reason = not_usable()
     target = archive_file(jars, spark_version) if reason is None else None
@@ -199,11 +202,15 @@ def create(jars: Sequence[str], spark_version: str, workload: str | None = None)
                 _reason(output),
             )
             return None
-        for line in output.splitlines():
+        lines = output.splitlines()
+        for line in lines:
             if line.startswith(WORKLOAD_FAILED):
                 log.warning(
-                    "the class-data archive holds the classes loaded before %s's workload failed: %s",
+                    "the class-data archive holds the classes loaded before %s's workload failed, %s: %s",
                     workload,
+                    "and the small Delta workload's run after it"
+                    if DELTA_WORKLOAD_DONE in lines
+                    else "without the small Delta workload's (it failed too)",
                     line[len(WORKLOAD_FAILED) :].strip(),
                 )
         _flush(temporary)  # a crash after the rename must not leave half an archive under the name
@@ -244,8 +251,8 @@ def _remove_stale_temporaries(folder: Path) -> None:
 
 def _train(temporary: str, workload: str | None = None) -> int:
     """The child of :func:`create`: a local session that writes its loaded classes to
-    ``temporary`` at its JVM's exit, a small Delta workload and ``workload``'s, then that exit,
-    waited for."""
+    ``temporary`` at its JVM's exit, ``workload``'s workload (else, or after it failed, a small
+    Delta workload), then that exit, waited for."""
     from core.errors import spark_error_summary
     from core.session import build_spark_session
 
@@ -262,12 +269,19 @@ def _train(temporary: str, workload: str | None = None) -> int:
             java_options=[f"-XX:ArchiveClassesAtExit={temporary}", "-Xlog:cds=error"],
         )
         try:
-            _delta_workload(spark)
+            # the caller's workload (the demo's steps) writes, deletes, plans an inventory VACUUM
+            # and reads Delta tables itself: the small Delta workload would load no class of its
+            # own after it, so it runs only without one, or after one that failed
+            completed = False
             if run_extra is not None:
                 try:
                     run_extra(spark)
+                    completed = True
                 except Exception as error:  # the archive of what loaded so far is still good
                     print(WORKLOAD_FAILED + " ".join(spark_error_summary(error).split()), flush=True)
+            if not completed:
+                _delta_workload(spark)
+                print(DELTA_WORKLOAD_DONE, flush=True)
         finally:
             # even after a failure: the JVM has exited (and written its file) before the caller
             # removes the temporary file
