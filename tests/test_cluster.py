@@ -1,5 +1,5 @@
-"""A real Spark standalone cluster, not local mode: a master and two workers, each its own JVM on
-127.0.0.1, started from the pyspark wheel's ``spark-class``; the ingest and a batch vacuum go
+"""A real Spark standalone cluster, not local mode: a master and a two-core worker, each its own
+JVM on 127.0.0.1, started from the pyspark wheel's ``spark-class``; the ingest and a batch vacuum go
 through ``spark-submit --master spark://...`` with the code shipped as ``infra/package.sh``'s zip
 (``--py-files``), as a user runs them on a cluster.
 
@@ -7,7 +7,7 @@ What local mode hides and this catches:
 - closures that do not pickle (the batch deleter's tasks run in the executors' Python processes);
 - imports missing on executors: the executors' Python sees the installed libraries but not this
   project (no editable install), so the project reaches them only through the zip;
-- settings that exist only on the driver: the workers start without any AWS variable, so an
+- settings that exist only on the driver: the worker starts without any AWS variable, so an
   executor reaches S3 only with what the job passes it (``spark.executorEnv.*`` here; an instance
   role on EMR).
 """
@@ -36,7 +36,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).parent
-WORKERS = 2
+# One worker of two cores: each application gets one executor JVM running two tasks at once in
+# two Python workers. A second worker adds another executor JVM and another copy of the jars (about
+# 1 GB) to each application, and nothing this test checks.
+WORKERS = 1
 JUNK = ("tables/events/orphan-1.parquet", "tables/events/day=2/orphan-2.parquet", "tables/events/_tmp/x.json")
 
 
@@ -66,7 +69,8 @@ def _alive_workers(webui: int) -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A standalone master and two one-core workers; yields the master URL and its web UI port."""
+    """A standalone master and :data:`WORKERS` two-core workers; yields the master URL and its web UI
+    port."""
     tmp = tmp_path_factory.mktemp("cluster")
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     port, webui = _free_port(), _free_port()
@@ -86,7 +90,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         daemons.append(
             subprocess.Popen(
                 [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1"]
-                + ["--cores", "1", "--memory", "1g", "--webui-port", str(_free_port())]
+                + ["--cores", "2", "--memory", "1g", "--webui-port", str(_free_port())]
                 + ["--work-dir", str(tmp / f"worker-{number}"), master],
                 env=environment,
                 stdout=logs,
@@ -112,8 +116,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                 daemon.kill()
         logs.close()
         # Each executor fetched its own copy of the --packages jars into its worker's directory
-        # (the AWS SDK bundle alone is 560 MB): two workers, two applications, over 2 GB, which
-        # would stay until the run's end. The executors' logs stay.
+        # (the AWS SDK bundle alone is 560 MB): two applications, over 1 GB, which would stay
+        # until the run's end. The executors' logs stay.
         for jar in tmp.glob("worker-*/app-*/*/*.jar"):
             jar.unlink()
 
