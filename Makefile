@@ -10,10 +10,10 @@
 # What runs where is chosen by the tests' markers (pyproject.toml lists them):
 #   fast            the default line (.venv) without the slow tests: the planner, the gates, the
 #                   ledger, and real vacuums on the local S3
-#   default-line    the default line's suite but the cluster and fault tests; with it run the
-#                   benchmarks' own tests (testpaths) and the docs build (tests/test_docs.py)
-#   cluster-faults  the default line's standalone-cluster and fault tests (processes SIGKILLed
-#                   mid-write, S3 faults), in JVMs of their own
+#   default-line    the default line's whole suite, the standalone-cluster and fault tests too; with
+#                   it run the benchmarks' own tests (testpaths) and the docs build (tests/test_docs.py)
+#   cluster-faults  only the default line's standalone-cluster and fault tests (processes SIGKILLed
+#                   mid-write, S3 faults), which start JVMs of their own
 #   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>):
 #                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
 #                   SDK, the jars and package a cluster gets; on 3.5 with Spark's generated
@@ -23,11 +23,12 @@
 #   docs            the docs site builds with mkdocs --strict
 #   benchmarks-tests  the benchmarks' own tests (no Spark, seconds)
 #
-# Under -j2, `test` runs two at a time, since one run's driver JVM keeps about one core busy: the
-# runs wait in one queue, longest first, and each starts when a run before it ends (default-line
-# beside the other lines, then cluster-faults and the smoke runs). A run that fails does not stop
-# the runs after it; `test` ends with one line per run (passed or failed, minutes) and fails if any
-# run failed.
+# Under -j2, `test` runs two at a time: the runs wait in one queue, longest first, and each starts
+# when a run before it ends (default-line beside the other lines, then the smoke runs). A run that
+# fails does not stop the runs after it; `test` ends with one line per run (passed or failed,
+# minutes) and fails if any run failed. Each run is a JVM of its own, which spends its first
+# minutes compiling Spark's code: the default line's cluster and fault tests run in its own run,
+# not in one more.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -67,7 +68,7 @@ fast:
 	@$(call run_default,fast (Spark $(DEFAULT_SPARK_LINE), not slow)) -m "not slow" $(or_continue)
 
 default-line:
-	@$(call run_default,Spark $(DEFAULT_SPARK_LINE)) -m "not cluster and not faults" $(or_continue)
+	@$(call run_default,Spark $(DEFAULT_SPARK_LINE)) $(or_continue)
 
 cluster-faults:
 	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (cluster and faults)) -m "cluster or faults" $(or_continue)
@@ -113,11 +114,10 @@ benchmarks-tests:
 
 # The runs `test` makes, in the order they start: longest first, so that under -j2 the longest run
 # (the default line's suite) has the other lines beside it and the short runs fill in at the end
-# (by their minutes alone on a 2-core machine: 47, then 9 and 10, and the rest a few each).
+# (by their minutes alone on a 2-core machine: 39, then 7 and 6, and the smoke runs 1 each).
 ifeq ($(strip $(PYTEST_ARGS)),)
 QUEUE := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),default-line) \
 	$(addprefix line-,$(filter-out $(DEFAULT_SPARK_LINE),$(SPARK_LINES))) \
-	$(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),cluster-faults) \
 	$(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIONS)))
 else
 QUEUE := $(addprefix pytest-,$(SPARK_LINES))

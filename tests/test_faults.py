@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,14 @@ from tests.support.tables import make_table, referenced_keys
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 
 COMMAND = str(Path(sys.executable).parent / "inventory-vacuum")
+
+
+@pytest.fixture(autouse=True)
+def _no_faults_after(s3_server: LocalS3Server) -> Iterator[None]:
+    """The local S3 serves the whole run's tests: a fault a test injected ends with it, even when
+    the test fails before it clears its own."""
+    yield
+    s3_server.clear_faults()
 
 
 def _put_many(s3: Any, bucket: str, keys: list[str]) -> None:
