@@ -209,7 +209,7 @@ def create(jars: Sequence[str], spark_version: str, workload: str | None = None)
                     "the class-data archive holds the classes loaded before %s's workload failed, %s: %s",
                     workload,
                     "and the small Delta workload's run after it"
-                    if DELTA_WORKLOAD_DONE in lines
+                    if any(DELTA_WORKLOAD_DONE in printed for printed in lines)
                     else "without the small Delta workload's (it failed too)",
                     line[len(WORKLOAD_FAILED) :].strip(),
                 )

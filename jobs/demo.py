@@ -136,8 +136,9 @@ def _demo(
     age_garbage: bool,
     table_names: Sequence[str] = DEMO_TABLES,
 ) -> DemoResult:
-    """The demo's steps on ``spark`` over ``table_names``, whose S3 is the local server at
-    ``endpoint`` (:func:`start_local_s3`); refused unless boto3, Spark's tasks and S3A all reach it."""
+    """The demo's steps on ``spark``, over the demo tables ``table_names`` names (``events``
+    always), with the local S3 server at ``endpoint`` (:func:`start_local_s3`) as the only S3:
+    refused unless boto3, Spark's tasks and S3A all reach it."""
     from core.paths import StorageLocation
     from core.registry import load_registry
     from core.s3 import s3_client
