@@ -641,8 +641,13 @@ def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
     locations = [StorageLocation.parse(f"s3://lake/{key}") for key in ["t", "t_v2", "empty", *deep]]
 
     bucket_wide = bucket_figures(frame, "lake")
-    by_key = tables_figures(frame, "lake", locations, bucket_wide)
+    assert None not in bucket_wide
+    by_key, given = tables_figures(frame, "lake", locations, bucket_wide)
+    # without the bucket's figures, the same job counts them too
+    counted, counted_bucket_wide = tables_figures(frame, "lake", locations)
 
+    assert given == counted_bucket_wide == bucket_wide
+    assert counted == by_key
     for location in locations:
         assert by_key[location.key] == inventory_figures(frame, location, bucket_wide), location.key
     assert sorted(by_key["t"].nested_roots) == ["p=1/inner", "y"]
@@ -656,7 +661,7 @@ def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
 def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_files(spark):
     """Each table then counts its own, from the rows of its own slice."""
     from vacuum.context import RunContext
-    from vacuum.plan import tables_figures
+    from vacuum.plan import bucket_figures, tables_figures
 
     frame = inventory_of(spark, "lake", ["t/n/_delta_log/0.json", "t/n/a.parquet", "u/a.parquet"])
     nested = [StorageLocation.parse("s3://lake/t"), StorageLocation.parse("s3a://lake/t/n")]
@@ -673,7 +678,10 @@ def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_fil
     finally:
         spark.conf.unset("spark.sql.files.ignoreCorruptFiles")
     assert run.table_figures == {}
+    assert run.bucket_figures == {}
     run.figures_of_tables(frame, "lake", apart)
+    # the tables' query counted the bucket's figures too: the run reads them, not a query of their own
+    assert run.bucket_figures == {"lake": bucket_figures(frame, "lake")}
     assert run.figures_of_table(apart[0]).nested_roots == ("n",)
     assert run.figures_of_table(apart[1]).objects_under_table == 1
 

@@ -200,13 +200,16 @@ class RunContext:
             return
         if any(_is_true(inventory.sparkSession.conf.get(name, "false")) for name in _SKIPS_UNREADABLE_FILES):
             return
-        bucket_wide = self.figures_of_bucket(inventory, bucket)
+        with self.lock:
+            bucket_wide = self.bucket_figures.get(bucket)
         ordered = sorted(locations, key=lambda location: location.key)
         for start in range(0, len(ordered), TABLES_PER_FIGURES_JOB):
-            by_key = tables_figures(
+            # the first query also counts the bucket's figures, unless the run has them already
+            by_key, bucket_wide = tables_figures(
                 inventory, bucket, ordered[start : start + TABLES_PER_FIGURES_JOB], bucket_wide
             )
             with self.lock:
+                self.bucket_figures.setdefault(bucket, bucket_wide)
                 self.table_figures.update({(bucket, key): figures for key, figures in by_key.items()})
 
     def share_rows(self, inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]) -> None:

@@ -303,14 +303,18 @@ class InventoryFigures:
 def bucket_figures(inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
     """(when the bucket's inventory was taken, its newest ``modificationTime``), both in epoch
     milliseconds: a scan of the bucket's whole partition, so a run makes it once per bucket."""
-    row = (
-        inventory.where(F.col("bucket") == bucket)
-        # epoch millis: PySpark would turn a timestamp into the driver's local time zone
-        .agg(F.max(F.unix_millis("inventory_taken_at")), F.max("modificationTime"))
-        .first()
-    )
+    row = _bucket_figures_frame(inventory, bucket).first()
     assert row is not None
-    return row[0], row[1]
+    return row["taken_at_ms"], row["newest_ms"]
+
+
+def _bucket_figures_frame(inventory: DataFrame, bucket: str) -> DataFrame:
+    """:func:`bucket_figures`' one row: ``taken_at_ms`` and ``newest_ms``."""
+    return inventory.where(F.col("bucket") == bucket).agg(
+        # epoch millis: PySpark would turn a timestamp into the driver's local time zone
+        F.max(F.unix_millis("inventory_taken_at")).alias("taken_at_ms"),
+        F.max("modificationTime").alias("newest_ms"),
+    )
 
 
 def inventory_figures(
@@ -336,17 +340,19 @@ def tables_figures(
     inventory: DataFrame,
     bucket: str,
     locations: Sequence[StorageLocation],
-    bucket_wide: tuple[int | None, int | None],
-) -> dict[str, InventoryFigures]:
+    bucket_wide: tuple[int | None, int | None] | None = None,
+) -> tuple[dict[str, InventoryFigures], tuple[int | None, int | None]]:
     """Each table's :func:`inventory_figures`, by key, from one query for them all (not one per
-    table), given the bucket's :func:`bucket_figures`. No table of ``locations`` (all in
-    ``bucket``) may lie inside another: each row then belongs to at most one.
+    table), and the bucket's :func:`bucket_figures` they were given. No table of ``locations``
+    (all in ``bucket``) may lie inside another: each row then belongs to at most one.
 
     The query reads only the rows under the tables (:func:`rows_under` each one: a range of keys
     per table, which Delta's file skipping uses as it does a single table's), gives each row the
     table whose ``<key>/`` holds its key (the ingest's owner tagging, on the run's tables: the
     inventory's own ``table`` column was tagged by the registry of its day), then counts it and
-    looks for nested tables in that table's terms.
+    looks for nested tables in that table's terms. Without ``bucket_wide``, the same Spark job
+    also computes :func:`bucket_figures` (its aggregation's one row beside the tables' rows): a
+    query of its own costs a one-table run a second plan and scan set-up of the inventory.
     """
     if overlapping_pair(locations, lambda location: location) is not None:
         raise ValueError("tables_figures needs tables none of which lies inside another")
@@ -354,21 +360,44 @@ def tables_figures(
     owners = [(bucket, location.key, location.key) for location in locations]
     under_tables = _any_of([_key_under(location.key) for location in locations])
     tagged = with_owner(inventory.where((F.col("bucket") == bucket) & under_tables), owners, "owner")
-    rows = (
+    per_table = (
         _with_relative_path_below(tagged, F.length(F.col("owner")) + 1)
         .where(F.col("owner").isNotNull())
         .groupBy("owner")
         .agg(F.count(F.lit(1)).alias("objects"), F.collect_set(_nested_root_of_object()).alias("roots"))
-        .collect()
+        .select(
+            "owner",
+            "objects",
+            "roots",
+            F.lit(None).cast("long").alias("taken_at_ms"),
+            F.lit(None).cast("long").alias("newest_ms"),
+            F.lit(False).alias("bucket_row"),
+        )
     )
-    by_owner = {r["owner"]: r for r in rows}
+    if bucket_wide is None:
+        per_table = per_table.unionByName(
+            _bucket_figures_frame(inventory, bucket).select(
+                F.lit(None).cast("string").alias("owner"),
+                F.lit(None).cast("long").alias("objects"),
+                F.array().cast("array<string>").alias("roots"),
+                "taken_at_ms",
+                "newest_ms",
+                F.lit(True).alias("bucket_row"),
+            )
+        )
+    rows = per_table.collect()
+    if bucket_wide is None:
+        # a global aggregation has one row, whatever the bucket holds
+        (bucket_row,) = [r for r in rows if r["bucket_row"]]
+        bucket_wide = (bucket_row["taken_at_ms"], bucket_row["newest_ms"])
+    by_owner = {r["owner"]: r for r in rows if not r["bucket_row"]}
     figures = {}
     for location in locations:
         row = by_owner.get(location.key)  # none: no object under the table
         figures[location.key] = _figures(
             int(row["objects"]) if row else 0, (row["roots"] or []) if row else [], bucket_wide
         )
-    return figures
+    return figures, bucket_wide
 
 
 def tables_rows(inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]) -> DataFrame:

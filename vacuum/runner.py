@@ -192,8 +192,10 @@ def _read_bucket_figures(
             where = f"bucket {bucket} in the inventory {inventory_table}"
             if _logged_on_failure(
                 f"figures of {where}",
-                partial(context.figures_of_bucket, inventory, bucket),
+                # the tables' first query counts the bucket's figures too; when the tables are
+                # not counted together, the bucket's figures are counted on their own
                 partial(context.figures_of_tables, inventory, bucket, locations),
+                partial(context.figures_of_bucket, inventory, bucket),
             ):
                 _logged_on_failure(
                     f"rows of the small tables of {where}, read together",
