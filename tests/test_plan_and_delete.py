@@ -686,6 +686,41 @@ def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_fil
     assert run.figures_of_table(apart[1]).objects_under_table == 1
 
 
+def test_a_runs_bucket_figures_are_counted_before_its_tables_run_even_when_the_tables_query_fails(
+    spark, tmp_path, monkeypatch, caplog
+):
+    """The bucket's figures ride in its tables' first query; when that query fails (logged, and each
+    table counts its own), the run still counts the bucket's before any table runs, on their own."""
+    from core.registry import RegisteredTable
+    from vacuum import runner
+    from vacuum.context import RunContext
+    from vacuum.plan import bucket_figures
+
+    location = str(tmp_path / "inventory")
+    inventory_of(spark, "lake", ["t/a.parquet", "u/b.parquet"]).write.format("delta").save(location)
+    tables = [
+        RegisteredTable(name, f"s3://lake/{name}", StorageLocation.parse(f"s3://lake/{name}"), "o")
+        for name in ("t", "u")
+    ]
+    expected = bucket_figures(spark.read.format("delta").load(location), "lake")
+
+    counted = RunContext("r", 0, ())
+    runner._read_bucket_figures(spark, spark, tables, location, counted)
+    assert counted.bucket_figures == {"lake": expected}
+    assert counted.figures_of_table(tables[0].location).objects_under_table == 1
+
+    def failing(*_args, **_kwargs):
+        raise RuntimeError("the tables' query failed")
+
+    monkeypatch.setattr(RunContext, "figures_of_tables", failing)
+    failed = RunContext("r", 0, ())
+    with caplog.at_level("WARNING", logger=runner.log.name):
+        runner._read_bucket_figures(spark, spark, tables, location, failed)
+    assert "the tables' query failed" in caplog.text
+    assert failed.table_figures == {}
+    assert failed.bucket_figures == {"lake": expected}
+
+
 @pytest.mark.line_sensitive  # whether a cached read of one version answers a read of another is Delta's
 def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_path, monkeypatch):
     """Each small table of an inventory run reads, on its own session, exactly its own rows, from

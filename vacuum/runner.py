@@ -190,12 +190,18 @@ def _read_bucket_figures(
         inventory = read_inventory(session, inventory_table, context.inventory_version)
         for bucket, locations in sorted(by_bucket.items()):
             where = f"bucket {bucket} in the inventory {inventory_table}"
-            if _logged_on_failure(
-                f"figures of {where}",
-                # the tables' first query counts the bucket's figures too; when the tables are
-                # not counted together, the bucket's figures are counted on their own
+            # the tables' first query counts the bucket's figures too; when the tables are not
+            # counted together, or their query failed, the bucket's are counted on their own here
+            # (not by the first table, which would hold the run's lock for a scan of the bucket)
+            tables_counted = _logged_on_failure(
+                f"figures of the tables of {where}",
                 partial(context.figures_of_tables, inventory, bucket, locations),
-                partial(context.figures_of_bucket, inventory, bucket),
+            )
+            if (
+                _logged_on_failure(
+                    f"figures of {where}", partial(context.figures_of_bucket, inventory, bucket)
+                )
+                and tables_counted
             ):
                 _logged_on_failure(
                     f"rows of the small tables of {where}, read together",
