@@ -643,7 +643,7 @@ def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
     bucket_wide = bucket_figures(frame, "lake")
     assert None not in bucket_wide
     by_key, given = tables_figures(frame, "lake", locations, bucket_wide)
-    # without the bucket's figures, the same job counts them too
+    # without the bucket's figures, the same query counts them too
     counted, counted_bucket_wide = tables_figures(frame, "lake", locations)
 
     assert given == counted_bucket_wide == bucket_wide

@@ -350,7 +350,7 @@ def tables_figures(
     per table, which Delta's file skipping uses as it does a single table's), gives each row the
     table whose ``<key>/`` holds its key (the ingest's owner tagging, on the run's tables: the
     inventory's own ``table`` column was tagged by the registry of its day), then counts it and
-    looks for nested tables in that table's terms. Without ``bucket_wide``, the same Spark job
+    looks for nested tables in that table's terms. Without ``bucket_wide``, the same query
     also computes :func:`bucket_figures` (its aggregation's one row beside the tables' rows): a
     query of its own costs a one-table run a second plan and scan set-up of the inventory.
     """
