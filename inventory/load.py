@@ -93,7 +93,7 @@ _UNSORTED_WRITERS = "2"
 # the bucket's counts and summing the partition written cost a few seconds whatever the size,
 # more than the second read of a small delivery. Measured on 2 cores (docs/performance.md): read
 # once, Parquet of 57 MB took 0.99x as long as checked first, of 114 MB 1.04x, of 228 MB 0.98x
-# and of 569 MB 0.97x
+# and of 569 MB 0.91x
 READ_ONCE_FROM_BYTES = 128 * 1024 * 1024
 
 
@@ -282,19 +282,17 @@ def last_key_groups(
 def write_inventory(
     rows: DataFrame,
     ranges: Sequence[KeyRange] | None,
-    objects: int,
-    partitions: int,
     inventory_table: str,
     bucket: str,
     commit_tag: str | None = None,
 ) -> None:
     """Replace ``bucket``'s partition of the inventory table with ``rows`` (current, tagged), in
-    ``partitions`` files of about ``objects / partitions`` rows cut at ``ranges``; the commit's
-    ``userMetadata`` is ``commit_tag`` when one is given."""
+    files cut at ``ranges`` (:func:`inventory.layout.laid_out`); the commit's ``userMetadata`` is
+    ``commit_tag`` when one is given."""
     name_jobs(rows.sparkSession, "write inventory")
     writer = (
         # contiguous key ranges per file: Delta's min/max stats skip most files
-        laid_out(rows, ranges, rows_per_file=-(-objects // partitions))
+        laid_out(rows, ranges)
         .write.format("delta")
         .mode("overwrite")
         # replaceWhere is dynamic partition overwrite of exactly this bucket, which also empties
@@ -420,8 +418,6 @@ def load_delivery(
         write_inventory(
             checked_rows(tagged, bucket),
             key_ranges(last, partitions),
-            objects,
-            partitions,
             inventory_table,
             bucket,
             commit_tag,
@@ -496,8 +492,6 @@ def _load_checked_first(
         write_inventory(
             tag_owning_table(rows.where(is_current_version()), registry),
             ranges,
-            figures["objects"],
-            partitions,
             inventory_table,
             delivery.source_bucket,
         )
