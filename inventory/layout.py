@@ -10,8 +10,8 @@ untagged top-level prefix. That is enough to cut the key space into ranges of ab
 :data:`ROWS_PER_FILE` rows without sampling: a range ends where a table's keys begin, several
 small tables share one, and a table too big for one range gets ranges of its own (its rows spread
 over them by a hash of the key, so those files hold that table's keys only). Rows then go to
-their range's partition, one file each, in the order they come: a file of about
-:data:`ROWS_PER_FILE` rows is one Parquet row group, so a sort inside it would buy no skipping.
+their range's partition, one file each (sorted by key inside only when it is big enough to hold
+several Parquet row groups).
 
 The ranges decide only which task writes a row, never whether it is written: a wrong count
 costs balance or file skipping, not a row. When a group of untagged keys is too big for one
@@ -31,10 +31,19 @@ from pyspark.sql import functions as F
 from core.registry import TableRegistry
 from inventory.usage import CURRENT
 
-# About this many rows a file: 33.5 MB of Parquet in the ingest benchmark's delivery, one row group
+# About this many rows a file: about 33 MB of Parquet in the ingest benchmark's delivery, one row
+# group, written in the order the rows come
 ROWS_PER_FILE = 500_000
-# but a delivery is cut into as many files as Spark has task slots, down to this many rows a file
+# but a delivery is cut into a file per task slot, while that leaves a file this many rows or more
 MIN_ROWS_PER_FILE = 100_000
+# and into at most this many files, or ``spark.sql.shuffle.partitions`` where that is more (a
+# range is a branch of the expression that sends a row to its file). Not capped at the setting
+# alone: local mode sets it to 8, and 10M rows made 8 to 9 files of over a million rows, sorted
+# inside, a sort that spilled on the 1 GB heap (docs/performance.md)
+MAX_FILES = 256
+# Files with more rows than this (a bucket of more than ``MAX_FILES`` x ``ROWS_PER_FILE`` rows)
+# span several Parquet row groups, and are sorted by key inside
+SORTED_ABOVE_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -162,24 +171,31 @@ def range_partition(ranges: Sequence[KeyRange], values: Sequence[int]) -> Column
     return search(0, len(ranges))
 
 
-def laid_out(rows: DataFrame, ranges: Sequence[KeyRange] | None) -> DataFrame:
+def laid_out(rows: DataFrame, ranges: Sequence[KeyRange] | None, rows_per_file: int) -> DataFrame:
     """``rows`` (one bucket's) in files of contiguous key ranges: by ``ranges`` when there are
-    some and Spark gives a value for every partition, else by a global sort."""
+    some and Spark gives a value for every partition, else by a global sort. Files of more than
+    :data:`SORTED_ABOVE_ROWS` rows (``rows_per_file``) are sorted by key inside."""
     if ranges:
         partitions = sum(key_range.parts for key_range in ranges)
         values = partition_values(rows.sparkSession, partitions)
         if values is not None:
-            return rows.repartition(partitions, range_partition(ranges, values))
+            spread = rows.repartition(partitions, range_partition(ranges, values))
+            # Delta skips whole files, and a file of up to about a million rows is one Parquet row
+            # group (128 MB), so a sort inside it buys no skipping (it cost a sixth of the write);
+            # a bigger file has several, which a sorted key lets a reader skip
+            return (
+                spread.sortWithinPartitions("bucket", "key") if rows_per_file > SORTED_ABOVE_ROWS else spread
+            )
     return rows.orderBy("bucket", "key")  # the bucket first: one value, the partitioned write's order
 
 
 def write_partitions(spark: SparkSession, rows: int) -> int:
     """How many files to cut ``rows`` into: one per :data:`ROWS_PER_FILE`, and at least one per
-    task slot while a file keeps :data:`MIN_ROWS_PER_FILE` (so that every core writes).
-
-    Not capped at ``spark.sql.shuffle.partitions``: fewer, bigger files would span several row
-    groups and need a sort inside each to be skipped within (a sort that spilled on a 1 GB heap
-    and took up to twice the write's time, docs/performance.md), while one more file of a
-    bucket's partition costs one more entry in Delta's log."""
+    task slot while a file keeps :data:`MIN_ROWS_PER_FILE` (so that every core writes), at most
+    :data:`MAX_FILES` or Spark's ``spark.sql.shuffle.partitions``, whichever is more."""
+    try:
+        configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+    except ValueError:  # "auto" (Databricks): Spark's own default
+        configured = 200
     slots = min(spark.sparkContext.defaultParallelism, math.ceil(rows / MIN_ROWS_PER_FILE))
-    return max(1, math.ceil(rows / ROWS_PER_FILE), slots)
+    return max(1, min(max(configured, MAX_FILES), max(math.ceil(rows / ROWS_PER_FILE), slots)))

@@ -282,17 +282,19 @@ def last_key_groups(
 def write_inventory(
     rows: DataFrame,
     ranges: Sequence[KeyRange] | None,
+    objects: int,
+    partitions: int,
     inventory_table: str,
     bucket: str,
     commit_tag: str | None = None,
 ) -> None:
     """Replace ``bucket``'s partition of the inventory table with ``rows`` (current, tagged), in
-    files cut at ``ranges`` (:func:`inventory.layout.laid_out`); the commit's ``userMetadata`` is
-    ``commit_tag`` when one is given."""
+    ``partitions`` files of about ``objects / partitions`` rows cut at ``ranges``; the commit's
+    ``userMetadata`` is ``commit_tag`` when one is given."""
     name_jobs(rows.sparkSession, "write inventory")
     writer = (
         # contiguous key ranges per file: Delta's min/max stats skip most files
-        laid_out(rows, ranges)
+        laid_out(rows, ranges, rows_per_file=-(-objects // partitions))
         .write.format("delta")
         .mode("overwrite")
         # replaceWhere is dynamic partition overwrite of exactly this bucket, which also empties
@@ -418,6 +420,8 @@ def load_delivery(
         write_inventory(
             checked_rows(tagged, bucket),
             key_ranges(last, partitions),
+            objects,
+            partitions,
             inventory_table,
             bucket,
             commit_tag,
@@ -492,6 +496,8 @@ def _load_checked_first(
         write_inventory(
             tag_owning_table(rows.where(is_current_version()), registry),
             ranges,
+            figures["objects"],
+            partitions,
             inventory_table,
             delivery.source_bucket,
         )

@@ -1014,19 +1014,23 @@ def test_key_ranges_cut_at_tables_and_give_a_big_table_ranges_of_its_own():
     ]
 
 
-def test_files_hold_about_rows_per_file_whatever_the_shuffle_partitions(spark):
-    """A delivery is cut into files of about ``ROWS_PER_FILE`` rows (each one Parquet row group,
-    written unsorted), not into at most ``spark.sql.shuffle.partitions`` bigger ones; a small
-    one into a file per task slot, while a file keeps ``MIN_ROWS_PER_FILE``."""
+def test_files_hold_about_rows_per_file_up_to_a_cap_not_the_shuffle_partitions(spark):
+    """A delivery is cut into files of about ``ROWS_PER_FILE`` rows (one Parquet row group each,
+    written unsorted), not into at most ``spark.sql.shuffle.partitions`` (8 in local mode) files
+    of over a million rows, sorted inside; a small one into a file per task slot while a file
+    keeps ``MIN_ROWS_PER_FILE``; a huge one into ``MAX_FILES``, or the setting where it is more."""
     assert spark.sparkContext.defaultParallelism == 2
     before = spark.conf.get("spark.sql.shuffle.partitions", None)
-    spark.conf.set("spark.sql.shuffle.partitions", "2")
     try:
+        spark.conf.set("spark.sql.shuffle.partitions", "8")
         assert layout.write_partitions(spark, 10_000_000) == 20
         assert layout.write_partitions(spark, 10_000_001) == 21
         assert layout.write_partitions(spark, 150_000) == 2  # both task slots write
         assert layout.write_partitions(spark, 90_000) == 1
         assert layout.write_partitions(spark, 0) == 1
+        assert layout.write_partitions(spark, 1_000_000_000) == layout.MAX_FILES == 256
+        spark.conf.set("spark.sql.shuffle.partitions", "400")
+        assert layout.write_partitions(spark, 1_000_000_000) == 400
     finally:
         spark.conf.unset("spark.sql.shuffle.partitions") if before is None else spark.conf.set(
             "spark.sql.shuffle.partitions", before
@@ -1045,6 +1049,7 @@ def test_ingest_writes_files_of_contiguous_key_ranges(
     file skipping compares, hold each file's key range (of the filtered columns only)."""
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     monkeypatch.setattr(layout, "ROWS_PER_FILE", 40)
+    monkeypatch.setattr(layout, "SORTED_ABOVE_ROWS", 30)  # files of 40 rows: sorted inside
     keys = [f"warehouse/t0/dt={n % 7}/part-{n:04d}.parquet" for n in range(120)]
     keys += [f"warehouse/t{t}/part-{n}.parquet" for t in (1, 2, 3) for n in range(10)]
     keys += [f"warehouse/readme-{n}" for n in range(5)] + [f"other/{n}" for n in range(3)]
@@ -1081,7 +1086,7 @@ def test_ingest_writes_files_of_contiguous_key_ranges(
     extra = ["--tables", str(registry)] if registered else []
     settings = {
         "spark.sql.adaptive.coalescePartitions.enabled": "false",  # the global sort's files: its partitions
-        "spark.sql.shuffle.partitions": "8",  # the global sort's 8 ranges; 158 rows at 40 a file make 4
+        "spark.sql.shuffle.partitions": "8",  # at most 8 files; 158 rows at 40 a file make 4
     }
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
@@ -1101,10 +1106,9 @@ def test_ingest_writes_files_of_contiguous_key_ranges(
     )
     collected = files.collect()
     files = [(r["low"], r["high"], set(r["tables"]) - {""}) for r in collected]
-    if not registered:  # the global sort's file, read in its own order
-        for row in collected:
-            in_file = [r["key"] for r in spark.read.parquet(row["file"]).select("key").collect()]
-            assert in_file == sorted(in_file)
+    for row in collected:  # one file read in its own order
+        in_file = [r["key"] for r in spark.read.parquet(row["file"]).select("key").collect()]
+        assert in_file == sorted(in_file)
     assert len(files) > 1
     for index, (low, high, tables) in enumerate(files):
         for other_low, other_high, other_tables in files[index + 1 :]:
