@@ -34,16 +34,19 @@ from inventory.usage import CURRENT
 # About this many rows a file: about 33 MB of Parquet in the ingest benchmark's delivery, one row
 # group, written in the order the rows come
 ROWS_PER_FILE = 500_000
-# but a delivery is cut into a file per task slot, while that leaves a file this many rows or more
+# but a smaller delivery is cut into a file per task slot, or one per started this many rows
+# where that is fewer
 MIN_ROWS_PER_FILE = 100_000
-# and into at most this many files, or ``spark.sql.shuffle.partitions`` where that is more (a
-# range is a branch of the expression that sends a row to its file). Not capped at the setting
-# alone: local mode sets it to 8, and 10M rows made 8 to 9 files of over a million rows, sorted
-# inside, a sort that spilled on the 1 GB heap (docs/performance.md)
+# The files are counted for at most this many, or ``spark.sql.shuffle.partitions`` where that is
+# more (a range is a branch of the expression that sends a row to its file; a big table's range
+# may add one). Not capped at the setting alone: local mode sets it to 8, and 10M rows made 8 to
+# 9 files of over a million rows, sorted inside, a sort that spilled on the 1 GB heap
+# (docs/performance.md)
 MAX_FILES = 256
-# Files with more rows than this (a bucket of more than ``MAX_FILES`` x ``ROWS_PER_FILE`` rows)
-# span several Parquet row groups, and are sorted by key inside
-SORTED_ABOVE_ROWS = 1_000_000
+# Files with more rows than this span several Parquet row groups of 128 MB (the benchmark's
+# delivery writes about 67 bytes a row: 667 MB for 10M rows), and are sorted by key inside; with
+# the cap, that is a bucket of more than about 512M rows
+SORTED_ABOVE_ROWS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -180,9 +183,9 @@ def laid_out(rows: DataFrame, ranges: Sequence[KeyRange] | None, rows_per_file: 
         values = partition_values(rows.sparkSession, partitions)
         if values is not None:
             spread = rows.repartition(partitions, range_partition(ranges, values))
-            # Delta skips whole files, and a file of up to about a million rows is one Parquet row
-            # group (128 MB), so a sort inside it buys no skipping (it cost a sixth of the write);
-            # a bigger file has several, which a sorted key lets a reader skip
+            # Delta skips whole files, and a file of up to about two million rows is one Parquet
+            # row group (128 MB), so a sort inside it buys no skipping (it cost a sixth of the
+            # write); a bigger file has several, which a sorted key lets a reader skip
             return (
                 spread.sortWithinPartitions("bucket", "key") if rows_per_file > SORTED_ABOVE_ROWS else spread
             )

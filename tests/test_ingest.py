@@ -1086,7 +1086,7 @@ def test_ingest_writes_files_of_contiguous_key_ranges(
     extra = ["--tables", str(registry)] if registered else []
     settings = {
         "spark.sql.adaptive.coalescePartitions.enabled": "false",  # the global sort's files: its partitions
-        "spark.sql.shuffle.partitions": "8",  # at most 8 files; 158 rows at 40 a file make 4
+        "spark.sql.shuffle.partitions": "8",  # the global sort's 8 ranges; 158 rows at 40 a file make 4
     }
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
