@@ -93,7 +93,7 @@ _UNSORTED_WRITERS = "2"
 # the bucket's counts and summing the partition written cost a few seconds whatever the size,
 # more than the second read of a small delivery. Measured on 2 cores (docs/performance.md): read
 # once, Parquet of 57 MB took 0.99x as long as checked first, of 114 MB 1.04x, of 228 MB 0.98x
-# and of 569 MB 0.91x
+# and of 569 MB 0.91x in one run and 1.10x in the next
 READ_ONCE_FROM_BYTES = 128 * 1024 * 1024
 
 
