@@ -194,8 +194,9 @@ def laid_out(rows: DataFrame, ranges: Sequence[KeyRange] | None, rows_per_file: 
 
 def write_partitions(spark: SparkSession, rows: int) -> int:
     """How many files to cut ``rows`` into: one per :data:`ROWS_PER_FILE`, and at least one per
-    task slot while a file keeps :data:`MIN_ROWS_PER_FILE` (so that every core writes), at most
-    :data:`MAX_FILES` or Spark's ``spark.sql.shuffle.partitions``, whichever is more."""
+    task slot (so that every core writes) or one per started :data:`MIN_ROWS_PER_FILE` rows where
+    that is fewer, at most :data:`MAX_FILES` or Spark's ``spark.sql.shuffle.partitions``,
+    whichever is more."""
     try:
         configured = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
     except ValueError:  # "auto" (Databricks): Spark's own default

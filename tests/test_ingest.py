@@ -1017,8 +1017,9 @@ def test_key_ranges_cut_at_tables_and_give_a_big_table_ranges_of_its_own():
 def test_files_hold_about_rows_per_file_up_to_a_cap_not_the_shuffle_partitions(spark):
     """A delivery is cut into files of about ``ROWS_PER_FILE`` rows (one Parquet row group each,
     written unsorted), not into at most ``spark.sql.shuffle.partitions`` (8 in local mode) files
-    of over a million rows, sorted inside; a small one into a file per task slot while a file
-    keeps ``MIN_ROWS_PER_FILE``; a huge one into ``MAX_FILES``, or the setting where it is more."""
+    of over a million rows; a small one into a file per task slot, or one per started
+    ``MIN_ROWS_PER_FILE`` rows where that is fewer; a huge one into ``MAX_FILES``, or the setting
+    where it is more."""
     assert spark.sparkContext.defaultParallelism == 2
     before = spark.conf.get("spark.sql.shuffle.partitions", None)
     try:
