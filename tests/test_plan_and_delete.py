@@ -658,6 +658,45 @@ def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
     assert {by_key[root].nested_roots for root in deep} == {("n",)}
 
 
+def test_the_runs_figures_run_as_one_spark_job_each_and_count_what_the_defaults_count(spark):
+    """The run's figures session gathers each query's few rows in one shuffle partition, without
+    adaptive execution (a Spark job per query stage): the tables' figures and the bucket's are one
+    job each, and they are the figures a session of Spark's defaults counts."""
+    from core.session import job_group
+    from vacuum.plan import bucket_figures, tables_figures
+    from vacuum.tuning import aggregate_in_one_job
+
+    keys = [f"t{n}/p={n % 3}/part-{n}.parquet" for n in range(40)] + [
+        f"t{n}/n/_delta_log/0.json" for n in range(0, 40, 7)
+    ]
+    locations = [StorageLocation.parse(f"s3://lake/t{n}") for n in range(40)]
+    defaults = spark.newSession()
+    defaults.conf.set("spark.sql.adaptive.enabled", "true")
+    defaults.conf.set("spark.sql.shuffle.partitions", "7")
+    expected = tables_figures(inventory_of(defaults, "lake", keys).repartition(3), "lake", locations)
+
+    one_job = spark.newSession()
+    aggregate_in_one_job(one_job)
+    assert one_job.conf.get("spark.sql.shuffle.partitions") == "1"
+    assert one_job.conf.get("spark.sql.adaptive.enabled") == "false"
+    frame = inventory_of(one_job, "lake", keys).repartition(3).cache()  # its tasks: 3, each a partial count
+    frame.count()
+    tracker, group = spark.sparkContext.statusTracker(), "figures in one job"
+    try:
+        with job_group(one_job, group):
+            counted = tables_figures(frame, "lake", locations)
+            jobs_of_tables = len(tracker.getJobIdsForGroup(group))
+            assert bucket_figures(frame, "lake") == counted[1]
+            jobs_of_both = len(tracker.getJobIdsForGroup(group))
+    finally:
+        frame.unpersist()
+    assert counted == expected
+    assert counted[0]["t7"].nested_roots == ("n",)
+    # the owners' keys are one broadcast (one depth of table paths), which may be a job of its own
+    assert jobs_of_tables <= 2
+    assert jobs_of_both - jobs_of_tables == 1
+
+
 def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_files(spark):
     """Each table then counts its own, from the rows of its own slice."""
     from vacuum.context import RunContext

@@ -59,6 +59,7 @@ from vacuum.snapshot import load_table_state
 from vacuum.tuning import (
     activate,
     adaptive_off_until_sized,
+    aggregate_in_one_job,
     interpret_small_plan,
     session_for,
     unsize_shuffles,
@@ -112,9 +113,12 @@ def vacuum_tables(
         if options.inventory_table and version is not None:
             with job_group(spark, "inventory-vacuum run: inventory figures"):
                 inventory_location = StorageLocation.parse(options.inventory_table, what="inventory table")
+                figures_session = session_for(spark, inventory_location, sized_by_user=sized_by_user)
+                if not sized_by_user:
+                    aggregate_in_one_job(figures_session)
                 _read_bucket_figures(
                     spark,
-                    session_for(spark, inventory_location, sized_by_user=sized_by_user),
+                    figures_session,
                     tables,
                     options.inventory_table,
                     context,

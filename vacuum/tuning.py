@@ -108,6 +108,20 @@ def adaptive_off_until_sized(spark: SparkSession) -> None:
         spark.conf.set(setting, one_wave)
 
 
+def aggregate_in_one_job(spark: SparkSession) -> None:
+    """This session is the run's figures' (:func:`vacuum.runner._read_bucket_figures`): each of
+    its queries ends in a few rows (at most :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` tables'
+    counts and a bucket's one row, or a count of rows read into Spark's cache), so one shuffle
+    partition holds what its aggregations gather, each task having aggregated its own rows first.
+    It runs without adaptive execution, which makes each query stage a Spark job of its own, and
+    without automatic broadcasts (see :func:`adaptive_off_until_sized`): the tables' figures query
+    of the tests took 4 jobs with adaptive execution and at most 2 without. The scans of the inventory
+    keep their own parallelism, a task per split of its files. A join's or an aggregation's
+    strategy changes how Spark computes it, never its rows."""
+    adaptive_off_until_sized(spark)
+    spark.conf.set(SHUFFLE_PARTITIONS, "1")
+
+
 def size_shuffles(spark: SparkSession, objects: int) -> None:
     """This session is this table's: the plan's shuffles (ours and Delta's dry run) sized to its
     objects, until :func:`unsize_shuffles`. A setting that is not a number (a platform's
