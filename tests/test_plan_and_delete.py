@@ -681,13 +681,18 @@ def test_the_runs_figures_run_as_one_spark_job_each_and_count_what_the_defaults_
     assert one_job.conf.get("spark.sql.adaptive.enabled") == "false"
     frame = inventory_of(one_job, "lake", keys).repartition(3).cache()  # its tasks: 3, each a partial count
     frame.count()
-    tracker, group = spark.sparkContext.statusTracker(), "figures in one job"
+    group = "figures in one job"
+
+    def jobs() -> int:  # the status tracker hears of a job from Spark's listener bus, later
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+        return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
     try:
         with job_group(one_job, group):
             counted = tables_figures(frame, "lake", locations)
-            jobs_of_tables = len(tracker.getJobIdsForGroup(group))
+            jobs_of_tables = jobs()
             assert bucket_figures(frame, "lake") == counted[1]
-            jobs_of_both = len(tracker.getJobIdsForGroup(group))
+            jobs_of_both = jobs()
     finally:
         frame.unpersist()
     assert counted == expected
@@ -772,6 +777,7 @@ def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_pat
     from vacuum import context as run_context
     from vacuum.context import RunContext
     from vacuum.plan import rows_under, tables_rows
+    from vacuum.tuning import aggregate_in_one_job
 
     monkeypatch.setattr(run_context, "SHARED_ROWS_UP_TO_OBJECTS", 3)
     keys = [
@@ -793,7 +799,9 @@ def test_a_runs_small_tables_read_their_rows_from_one_cached_read(spark, tmp_pat
     inventory_of(spark, "lake", keys).unionByName(other_bucket).write.format("delta").save(location)
     tables = [StorageLocation.parse(f"s3://lake/{name}") for name in ("t", "t_v2", "u", "v")]
     run = RunContext("r", 0, ())
-    inventory = read_inventory(spark, location, 0)
+    figures = spark.newSession()  # the run's figures session, as the run tunes it
+    aggregate_in_one_job(figures)
+    inventory = read_inventory(figures, location, 0)
     run.figures_of_tables(inventory, "lake", tables)
     run.share_rows(inventory, "lake", tables)
     assert sorted(key for _, key in run.shared_rows) == ["t", "t_v2", "v"]

@@ -141,17 +141,37 @@ def table_with_an_old_orphan(spark, tmp_path: Path) -> tuple[str, str]:
 
 @pytest.mark.slow
 def test_a_run_sizes_each_tables_shuffles_on_its_own_session_and_a_broken_inventory_fails_each_table(
-    spark, tmp_path
+    spark, tmp_path, monkeypatch
 ):
-    registry, inventory = table_with_an_old_orphan(spark, tmp_path)
+    from core.tables import SNAPSHOT_PARTITIONS
+    from vacuum import runner, tuning
 
-    code, dry = vacuum(registry, inventory, "--dry-run")
+    registry, inventory = table_with_an_old_orphan(spark, tmp_path)
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    tuned = []
+
+    def one_job(session):  # the run's figures session, as tuning.aggregate_in_one_job leaves it
+        tuning.aggregate_in_one_job(session)
+        tuned.append((session, session.conf.get("spark.sql.shuffle.partitions")))
+
+    monkeypatch.setattr(runner, "aggregate_in_one_job", one_job)
+    # as a job whose configuration does not size Delta's snapshots (the tests' session does)
+    sized = spark.conf.get(SNAPSHOT_PARTITIONS)
+    spark.conf.unset(SNAPSHOT_PARTITIONS)
+    try:
+        code, dry = vacuum(registry, inventory, "--dry-run")
+    finally:
+        spark.conf.set(SNAPSHOT_PARTITIONS, sized)
 
     assert code == 0, dry["tables"][0]["reason"]
     assert dry["tables"][0]["planned_files"] == 1
+    # the run's figures gathered on one shuffle partition of a session of the run's own
+    [(session, partitions)] = tuned
+    assert partitions == "1" and session is not spark
     # the table's session took a setting sized to its few objects (1); the job's own session kept
     # the job's local default (8, which the CLI sets on the session it gets)
     assert spark.conf.get("spark.sql.shuffle.partitions") == "8"
+    assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive
 
     # the inventory's data files gone: the run's up-front figures fail (only logged), and each
     # table meets the same error and reports it; nothing is planned

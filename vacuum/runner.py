@@ -113,15 +113,13 @@ def vacuum_tables(
         if options.inventory_table and version is not None:
             with job_group(spark, "inventory-vacuum run: inventory figures"):
                 inventory_location = StorageLocation.parse(options.inventory_table, what="inventory table")
-                figures_session = session_for(spark, inventory_location, sized_by_user=sized_by_user)
-                if not sized_by_user:
-                    aggregate_in_one_job(figures_session)
                 _read_bucket_figures(
                     spark,
-                    figures_session,
+                    session_for(spark, inventory_location, sized_by_user=sized_by_user),
                     tables,
                     options.inventory_table,
                     context,
+                    one_job=not sized_by_user,
                 )
         runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user)
     finally:
@@ -172,13 +170,16 @@ def _read_bucket_figures(
     tables: Sequence[RegisteredTable],
     inventory_table: str,
     context: RunContext,
+    *,
+    one_job: bool = False,
 ) -> None:
     """Each bucket's figures of the pinned inventory, and its tables', before any table runs, on
     ``session``, whose ``snapshotPartitions`` is sized to the inventory table (``spark`` is active
     again after). Delta builds the inventory's snapshot state once, on its first query, with that
     query's session setting; every table's scan of the inventory then plans its file skipping over
     it. Left to the first table, the state took that table's setting (or Delta's default of 50
-    partitions: 50 tasks a table).
+    partitions: 50 tasks a table). With ``one_job``, ``session`` (the run's own) first gets
+    :func:`~vacuum.tuning.aggregate_in_one_job`'s settings.
 
     A bucket's tables then get their figures (objects under the table, nested tables) from one
     query for every :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` of them
@@ -191,6 +192,8 @@ def _read_bucket_figures(
     for table in tables:
         by_bucket.setdefault(table.location.bucket, []).append(table.location)
     try:
+        if one_job:
+            aggregate_in_one_job(session)
         inventory = read_inventory(session, inventory_table, context.inventory_version)
         for bucket, locations in sorted(by_bucket.items()):
             where = f"bucket {bucket} in the inventory {inventory_table}"

@@ -114,9 +114,9 @@ def aggregate_in_one_job(spark: SparkSession) -> None:
     counts and a bucket's one row, or a count of rows read into Spark's cache), so one shuffle
     partition holds what its aggregations gather, each task having aggregated its own rows first.
     It runs without adaptive execution, which makes each query stage a Spark job of its own, and
-    without automatic broadcasts (see :func:`adaptive_off_until_sized`): the tables' figures query
-    of the tests took 4 jobs with adaptive execution and at most 2 without. The scans of the inventory
-    keep their own parallelism, a task per split of its files. A join's or an aggregation's
+    without automatic broadcasts (see :func:`adaptive_off_until_sized`): a query is one Spark job,
+    and one more for each broadcast asked for by name. The scans of the inventory keep their own
+    parallelism, a task per split of its files. A join's or an aggregation's
     strategy changes how Spark computes it, never its rows."""
     adaptive_off_until_sized(spark)
     spark.conf.set(SHUFFLE_PARTITIONS, "1")
