@@ -116,8 +116,8 @@ def aggregate_in_one_job(spark: SparkSession) -> None:
     It runs without adaptive execution, which makes each query stage a Spark job of its own, and
     without automatic broadcasts (see :func:`adaptive_off_until_sized`): a query is one Spark job,
     and one more for each broadcast asked for by name. The scans of the inventory keep their own
-    parallelism, a task per split of its files. A join's or an aggregation's
-    strategy changes how Spark computes it, never its rows."""
+    parallelism, a task per split of its files. A join's or an aggregation's strategy changes how
+    Spark computes it, never its rows."""
     adaptive_off_until_sized(spark)
     spark.conf.set(SHUFFLE_PARTITIONS, "1")
 
