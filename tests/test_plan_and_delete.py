@@ -603,8 +603,9 @@ def test_nested_tables_are_found_by_their_log_directory(spark):
 
 
 def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
-    """One Spark job gives every table of a run the figures its own job gives."""
-    from vacuum.plan import bucket_figures, inventory_figures, tables_figures
+    """One Spark job gives every table of a run the figures its own job gives, its times those of
+    its own rows: no row of another table, nor of the bucket outside the tables, enters them."""
+    from vacuum.plan import InventoryFigures, bucket_figures, inventory_figures, tables_figures
 
     # tables at 10 depths: past the hashed depths, some are matched by a prefix join
     deep = ["/".join([f"d{depth}"] * (depth - 1) + ["t"]) for depth in range(2, 11)]
@@ -632,36 +633,38 @@ def test_a_runs_figures_of_all_its_tables_at_once_are_each_tables_own(spark):
     marker = inventory_of(spark, "lake", ["t/m/_delta_log/0.json"]).withColumn(
         "is_delete_marker", F.lit(True)
     )
-    frame = (
-        inventory_of(spark, "lake", keys)
-        .unionByName(noncurrent)
-        .unionByName(marker)
+    # newer times under the sibling t_v2, under no table of the run, and in another bucket
+    newer = (
+        inventory_of(spark, "lake", ["u/newer.parquet", "t_v2/newer.parquet"])
         .unionByName(inventory_of(spark, "other", ["t/n/_delta_log/0.json"]))
+        .withColumn("modificationTime", F.lit(2_000_000_000_000).cast("long"))
+        .withColumn("inventory_taken_at", F.lit(datetime(2024, 2, 1, tzinfo=timezone.utc)))
     )
+    frame = inventory_of(spark, "lake", keys).unionByName(noncurrent).unionByName(marker).unionByName(newer)
     locations = [StorageLocation.parse(f"s3://lake/{key}") for key in ["t", "t_v2", "empty", *deep]]
 
-    bucket_wide = bucket_figures(frame, "lake")
-    assert None not in bucket_wide
-    by_key, given = tables_figures(frame, "lake", locations, bucket_wide)
-    # without the bucket's figures, the same query counts them too
-    counted, counted_bucket_wide = tables_figures(frame, "lake", locations)
-
-    assert given == counted_bucket_wide == bucket_wide
-    assert counted == by_key
+    by_key = tables_figures(frame, "lake", locations)
     for location in locations:
-        assert by_key[location.key] == inventory_figures(frame, location, bucket_wide), location.key
+        assert by_key[location.key] == inventory_figures(frame, location), location.key
+    times = {key: (f.inventory_taken_at, f.newest_modification_millis) for key, f in by_key.items()}
+    # the sibling t_v2's newer row is its own, not t's
+    assert times.pop("t_v2") == (datetime(2024, 2, 1, tzinfo=timezone.utc), 2_000_000_000_000)
+    assert times.pop("empty") == (None, None)
+    assert set(times.values()) == {(datetime(2024, 1, 1, tzinfo=timezone.utc), 1000)}
+    assert bucket_figures(frame, "lake") == (1_706_745_600_000, 2_000_000_000_000)  # the newer rows'
+    assert by_key["empty"] == InventoryFigures(0, None, None, ())
     assert sorted(by_key["t"].nested_roots) == ["p=1/inner", "y"]
     assert by_key["t"].objects_under_table == 11
     assert by_key["t_v2"].nested_roots == ("n",)
-    assert by_key["empty"].objects_under_table == 0
     assert {by_key[root].objects_under_table for root in deep} == {3}
     assert {by_key[root].nested_roots for root in deep} == {("n",)}
 
 
 def test_the_runs_figures_run_as_one_spark_job_each_and_count_what_the_defaults_count(spark):
     """The run's figures session gathers each query's few rows in one shuffle partition, without
-    adaptive execution (a Spark job per query stage): the tables' figures and the bucket's are one
-    job each, and they are the figures a session of Spark's defaults counts."""
+    adaptive execution (a Spark job per query stage): the tables' figures and the bucket's (for a
+    table without rows) are one job each, and they are the figures a session of Spark's defaults
+    counts."""
     from core.session import job_group
     from vacuum.plan import bucket_figures, tables_figures
     from vacuum.tuning import aggregate_in_one_job
@@ -691,12 +694,13 @@ def test_the_runs_figures_run_as_one_spark_job_each_and_count_what_the_defaults_
         with job_group(one_job, group):
             counted = tables_figures(frame, "lake", locations)
             jobs_of_tables = jobs()
-            assert bucket_figures(frame, "lake") == counted[1]
+            bucket_wide = bucket_figures(frame, "lake")
             jobs_of_both = jobs()
     finally:
         frame.unpersist()
     assert counted == expected
-    assert counted[0]["t7"].nested_roots == ("n",)
+    assert counted["t7"].nested_roots == ("n",)
+    assert bucket_wide == (1_704_067_200_000, 1000)
     # the owners' keys are one broadcast (one depth of table paths), which may be a job of its own
     assert jobs_of_tables <= 2
     assert jobs_of_both - jobs_of_tables == 1
@@ -705,7 +709,7 @@ def test_the_runs_figures_run_as_one_spark_job_each_and_count_what_the_defaults_
 def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_files(spark):
     """Each table then counts its own, from the rows of its own slice."""
     from vacuum.context import RunContext
-    from vacuum.plan import bucket_figures, tables_figures
+    from vacuum.plan import tables_figures
 
     frame = inventory_of(spark, "lake", ["t/n/_delta_log/0.json", "t/n/a.parquet", "u/a.parquet"])
     nested = [StorageLocation.parse("s3://lake/t"), StorageLocation.parse("s3a://lake/t/n")]
@@ -713,7 +717,7 @@ def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_fil
     run.figures_of_tables(frame, "lake", nested)
     assert run.table_figures == {}
     with pytest.raises(ValueError, match="inside another"):
-        tables_figures(frame, "lake", nested, (None, None))
+        tables_figures(frame, "lake", nested)
 
     apart = [StorageLocation.parse("s3://lake/t"), StorageLocation.parse("s3://lake/u")]
     spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
@@ -722,36 +726,50 @@ def test_a_run_counts_no_figures_for_tables_that_nest_or_when_reads_may_skip_fil
     finally:
         spark.conf.unset("spark.sql.files.ignoreCorruptFiles")
     assert run.table_figures == {}
-    assert run.bucket_figures == {}
     run.figures_of_tables(frame, "lake", apart)
-    # the tables' query counted the bucket's figures too: the run reads them, not a query of their own
-    assert run.bucket_figures == {"lake": bucket_figures(frame, "lake")}
     assert run.figures_of_table(apart[0]).nested_roots == ("n",)
     assert run.figures_of_table(apart[1]).objects_under_table == 1
 
 
-def test_a_runs_bucket_figures_are_counted_before_its_tables_run_even_when_the_tables_query_fails(
+def test_a_runs_figures_read_only_its_tables_rows_and_a_failed_query_is_only_logged(
     spark, tmp_path, monkeypatch, caplog
 ):
-    """The bucket's figures ride in its tables' first query; when that query fails (logged, and each
-    table counts its own), the run still counts the bucket's before any table runs, on their own."""
+    """Before its tables run, a run counts their figures from their own rows: the inventory's file
+    of the bucket's other keys is never read (it is gone from disk here, and Delta's file skipping
+    leaves it out). When that query fails, it is logged, and each table counts its own."""
     from core.registry import RegisteredTable
-    from vacuum import runner
+    from vacuum import plan, runner
     from vacuum.context import RunContext
-    from vacuum.plan import bucket_figures
+    from vacuum.plan import inventory_figures
 
-    location = str(tmp_path / "inventory")
-    inventory_of(spark, "lake", ["t/a.parquet", "u/b.parquet"]).write.format("delta").save(location)
+    location = tmp_path / "inventory"
+    inventory_of(spark, "lake", ["t/a.parquet", "u/b.parquet"]).coalesce(1).write.format("delta").save(
+        str(location)
+    )
+    before = set(location.glob("*.parquet"))
+    inventory_of(spark, "lake", ["v/c.parquet", "w/d.parquet"]).coalesce(1).write.format("delta").mode(
+        "append"
+    ).save(str(location))
+    (others,) = set(location.glob("*.parquet")) - before
+    inventory = spark.read.format("delta").load(str(location))
     tables = [
         RegisteredTable(name, f"s3://lake/{name}", StorageLocation.parse(f"s3://lake/{name}"), "o")
         for name in ("t", "u")
     ]
-    expected = bucket_figures(spark.read.format("delta").load(location), "lake")
+    expected = {table.name: inventory_figures(inventory, table.location) for table in tables}
+    others.unlink()
+    scans = []
+    monkeypatch.setattr(plan, "bucket_figures", lambda *args: scans.append(args))
 
     counted = RunContext("r", 0, ())
-    runner._read_bucket_figures(spark, spark, tables, location, counted)
-    assert counted.bucket_figures == {"lake": expected}
-    assert counted.figures_of_table(tables[0].location).objects_under_table == 1
+    with caplog.at_level("WARNING", logger=runner.log.name):
+        runner._read_run_figures(spark, spark, tables, str(location), counted)
+    assert [r.getMessage() for r in caplog.records if r.name == runner.log.name] == []
+    for table in tables:
+        assert counted.figures_of_table(table.location) == expected[table.name]
+    assert expected["t"].objects_under_table == 1
+    assert expected["t"].inventory_taken_at == datetime(2024, 1, 1, tzinfo=timezone.utc)
+    assert scans == [] and counted.bucket_figures == {}
 
     def failing(*_args, **_kwargs):
         raise RuntimeError("the tables' query failed")
@@ -759,10 +777,35 @@ def test_a_runs_bucket_figures_are_counted_before_its_tables_run_even_when_the_t
     monkeypatch.setattr(RunContext, "figures_of_tables", failing)
     failed = RunContext("r", 0, ())
     with caplog.at_level("WARNING", logger=runner.log.name):
-        runner._read_bucket_figures(spark, spark, tables, location, failed)
+        runner._read_run_figures(spark, spark, tables, str(location), failed)
     assert "the tables' query failed" in caplog.text
-    assert failed.table_figures == {}
-    assert failed.bucket_figures == {"lake": expected}
+    assert failed.table_figures == {} and scans == []
+
+
+def test_a_table_without_rows_is_judged_by_its_buckets_delivery_and_one_with_rows_by_its_own(spark):
+    """A table with no row under it takes the bucket's times, counted once for the run: the
+    freshness gate judges the delivery that found nothing there; a table with rows keeps its own."""
+    from vacuum.context import RunContext
+    from vacuum.plan import InventoryFigures, bucket_figures, tables_figures, with_bucket_times
+
+    frame = inventory_of(spark, "lake", ["t/a.parquet"]).unionByName(
+        inventory_of(spark, "lake", ["u/b.parquet"]).withColumn("modificationTime", F.lit(5_000).cast("long"))
+    )
+    by_key = tables_figures(frame, "lake", [StorageLocation.parse(f"s3://lake/{k}") for k in ("t", "empty")])
+    bucket_wide = bucket_figures(frame, "lake")
+    assert bucket_wide == (1_704_067_200_000, 5_000)
+    assert with_bucket_times(by_key["t"], bucket_wide) is by_key["t"]
+    # rows without a time of their own borrow none (the gates refuse them as of unknown age)
+    untimed = InventoryFigures(3, None, None, ())
+    assert with_bucket_times(untimed, bucket_wide) is untimed
+    assert by_key["t"].newest_modification_millis == 1000
+    judged = with_bucket_times(by_key["empty"], bucket_wide)
+    assert judged.inventory_taken_at == datetime(2024, 1, 1, tzinfo=timezone.utc)
+    assert (judged.objects_under_table, judged.newest_modification_millis) == (0, 5_000)
+
+    run = RunContext("r", 0, ())
+    assert run.figures_of_bucket(frame, "lake") == bucket_wide
+    assert run.figures_of_bucket(frame.where(F.lit(False)), "lake") == bucket_wide  # counted once
 
 
 @pytest.mark.line_sensitive  # whether a cached read of one version answers a read of another is Delta's

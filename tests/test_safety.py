@@ -327,6 +327,14 @@ def test_inventory_with_wrong_types_or_seconds_is_refused(spark, tmp_path, capsy
     code, result = _vacuum(in_seconds, registry, "--dry-run")
     assert code == 1 and "looks like seconds" in result["tables"][0]["reason"]
 
+    # a table's rows without the time they were taken: their age is unknown, whatever the bucket's
+    no_time = f"file://{tmp_path}/inventory_no_time"
+    frame.withColumn("inventory_taken_at", F.lit(None).cast("timestamp")).unionByName(
+        frame.limit(1).withColumn("key", F.lit("elsewhere/a.parquet"))
+    ).write.format("delta").save(no_time)
+    code, result = _vacuum(no_time, registry, "--dry-run")
+    assert code == 1 and "have no inventory_taken_at: their age is unknown" in result["tables"][0]["reason"]
+
 
 @pytest.mark.slow
 def test_unwritable_report_path_is_found_before_anything_is_deleted(spark, s3, lake_with_junk, capsys):

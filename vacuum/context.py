@@ -158,7 +158,8 @@ class RunContext:
     run_id: str
     inventory_version: int | None
     protected: tuple[StorageLocation, ...]
-    # per bucket of the pinned inventory: (taken at, newest modificationTime), computed once
+    # per bucket of the pinned inventory: (taken at, newest modificationTime), computed once, and
+    # only for a table without rows of its own (vacuum.plan.with_bucket_times)
     bucket_figures: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     # per (bucket, key) of a table of the run: its figures of the pinned inventory, when the run
     # computed them for all its tables at once (else each table computes its own)
@@ -173,14 +174,18 @@ class RunContext:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
-        """The bucket-wide figures of the pinned inventory: one scan of the bucket per run, not
-        one per table (with a thousand tables in a bucket of a billion objects, that matters)."""
+        """The bucket-wide figures of the pinned inventory (:func:`vacuum.plan.bucket_figures`),
+        which only a table without rows of its own needs: one scan of the bucket per run at most,
+        made outside the run's lock (two tables may count it at once; both get the same)."""
         from vacuum.plan import bucket_figures  # the plan's module reads results, which read this
 
         with self.lock:
-            if bucket not in self.bucket_figures:
-                self.bucket_figures[bucket] = bucket_figures(inventory, bucket)
-            return self.bucket_figures[bucket]
+            known = self.bucket_figures.get(bucket)
+        if known is not None:
+            return known
+        counted = bucket_figures(inventory, bucket)
+        with self.lock:
+            return self.bucket_figures.setdefault(bucket, counted)
 
     def figures_of_tables(
         self, inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]
@@ -200,16 +205,10 @@ class RunContext:
             return
         if any(_is_true(inventory.sparkSession.conf.get(name, "false")) for name in _SKIPS_UNREADABLE_FILES):
             return
-        with self.lock:
-            bucket_wide = self.bucket_figures.get(bucket)
         ordered = sorted(locations, key=lambda location: location.key)
         for start in range(0, len(ordered), TABLES_PER_FIGURES_JOB):
-            # the first query also counts the bucket's figures, unless the run has them already
-            by_key, bucket_wide = tables_figures(
-                inventory, bucket, ordered[start : start + TABLES_PER_FIGURES_JOB], bucket_wide
-            )
+            by_key = tables_figures(inventory, bucket, ordered[start : start + TABLES_PER_FIGURES_JOB])
             with self.lock:
-                self.bucket_figures.setdefault(bucket, bucket_wide)
                 self.table_figures.update({(bucket, key): figures for key, figures in by_key.items()})
 
     def share_rows(self, inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]) -> None:

@@ -30,6 +30,7 @@ from vacuum.plan import (
     rows_under,
     slice_counts,
     table_objects,
+    with_bucket_times,
 )
 from vacuum.results import KEPT_NESTED_TABLE, KEPT_PROTECTED_PATH, TableRun
 from vacuum.snapshot import TableState, newest_version
@@ -79,12 +80,13 @@ def gated_slice(ctx: TableContext) -> DataFrame:
     under = rows_under(source, location).persist()
     try:
         if figures is None:
-            bucket_wide = (
-                ctx.run_context.figures_of_bucket(inventory, location.bucket)
-                if options.mode == Mode.INVENTORY
-                else None
+            figures = inventory_figures(under, location)
+        if options.mode == Mode.INVENTORY and not figures.objects_under_table:
+            # no rows under the table: the bucket's delivery is the one to judge (a flat listing
+            # of nothing has no time either, and is refused as such)
+            figures = with_bucket_times(
+                figures, ctx.run_context.figures_of_bucket(inventory, location.bucket)
             )
-            figures = inventory_figures(under, location, bucket_wide)
         return _classified_slice(ctx, under, figures)
     finally:
         under.unpersist()
@@ -96,6 +98,11 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
     taken_at = figures.inventory_taken_at
     if taken_at is not None:
         run.inventory_taken_at = taken_at.isoformat()
+    elif figures.objects_under_table:
+        raise VacuumRefused(
+            f"the inventory's {figures.objects_under_table} row(s) under {location.uri} have no "
+            "inventory_taken_at: their age is unknown"
+        )
     gates.check_freshness(
         taken_at, datetime.now(timezone.utc), options.max_inventory_age_hours, location.bucket
     )
@@ -107,8 +114,9 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
         and figures.newest_modification_millis < MILLISECONDS_FLOOR
     ):
         raise VacuumRefused(
-            f"the inventory's modificationTime for bucket {location.bucket} looks like seconds, not "
-            f"milliseconds (newest {figures.newest_modification_millis}): every file would look ancient"
+            f"the inventory's modificationTime under {location.uri} (bucket {location.bucket}) looks "
+            f"like seconds, not milliseconds (newest {figures.newest_modification_millis}): every file "
+            "would look ancient"
         )
     name_jobs(spark, "ledger")
     deleted = (

@@ -292,9 +292,11 @@ def delta_inventory(slice_frame: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class InventoryFigures:
-    """What the inventory says about one table, from one Spark job."""
+    """What the inventory says about one table, from one Spark job over the table's own rows."""
 
     objects_under_table: int
+    # when the delivery holding the table's rows was taken, and their newest modificationTime:
+    # None when the table has no rows (see with_bucket_times)
     inventory_taken_at: datetime | None
     newest_modification_millis: int | None
     nested_roots: tuple[str, ...]
@@ -302,57 +304,73 @@ class InventoryFigures:
 
 def bucket_figures(inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
     """(when the bucket's inventory was taken, its newest ``modificationTime``), both in epoch
-    milliseconds: a scan of the bucket's whole partition, so a run makes it once per bucket."""
-    row = _bucket_figures_frame(inventory, bucket).first()
+    milliseconds: a scan of the bucket's whole partition, which a run makes only for a table
+    without rows (:func:`with_bucket_times`), once per bucket."""
+    row = inventory.where(F.col("bucket") == bucket).agg(*_times()).first()
     assert row is not None
     return row["taken_at_ms"], row["newest_ms"]
 
 
-def _bucket_figures_frame(inventory: DataFrame, bucket: str) -> DataFrame:
-    """:func:`bucket_figures`' one row: ``taken_at_ms`` and ``newest_ms``."""
-    return inventory.where(F.col("bucket") == bucket).agg(
-        # epoch millis: PySpark would turn a timestamp into the driver's local time zone
+def _times() -> tuple[Column, Column]:
+    """The aggregations of a figures query's times: ``taken_at_ms``, when the inventory was taken,
+    and ``newest_ms``, the newest ``modificationTime``, both the greatest of the rows, in epoch
+    milliseconds (PySpark would turn a timestamp into the driver's local time zone)."""
+    return (
         F.max(F.unix_millis("inventory_taken_at")).alias("taken_at_ms"),
         F.max("modificationTime").alias("newest_ms"),
     )
 
 
-def inventory_figures(
-    inventory: DataFrame, location: StorageLocation, bucket_wide: tuple[int | None, int | None] | None = None
+def with_bucket_times(
+    figures: InventoryFigures, bucket_wide: tuple[int | None, int | None]
 ) -> InventoryFigures:
-    """Objects under the table's path and the nested Delta tables below it (one Spark job over
-    the table's keys), with the bucket's :func:`bucket_figures` (computed here unless given)."""
+    """``figures`` of a table without rows with the bucket's :func:`bucket_figures`: the freshness
+    gate then judges the delivery that found nothing under the table, before the presence gate
+    refuses it. Figures of a table with rows are returned as they are, their times or none.
+
+    A table's own times are the ones its gates need: every row of a bucket's partition comes from
+    one delivery (the ingest replaces the partition whole), so they are the bucket's times, read
+    from the table's rows alone rather than from a scan of the whole bucket. Were a partition ever
+    to mix deliveries, the table's own time would be the one its rows were taken at, no later than
+    the bucket's: the freshness gate would judge them older and the unit check read a newest time
+    no greater, each refusing at least as often, the ledger's margin would leave out at least as
+    much, and the coverage gate would ask the rows to list the live files written before they
+    were taken, not those written before another delivery was."""
+    if figures.objects_under_table:
+        return figures
+    return _figures(figures.objects_under_table, figures.nested_roots, bucket_wide)
+
+
+def inventory_figures(inventory: DataFrame, location: StorageLocation) -> InventoryFigures:
+    """Objects under the table's path, the nested Delta tables below it and the times of its rows
+    (:func:`_times`), from one Spark job over the table's keys."""
     # one pass: every row under the table counts; the nested roots come from its objects only
     row = (
         _with_relative_path(rows_under(inventory, location), location)
-        .agg(F.count(F.lit(1)).alias("objects"), F.collect_set(_nested_root_of_object()).alias("roots"))
+        .agg(
+            F.count(F.lit(1)).alias("objects"),
+            F.collect_set(_nested_root_of_object()).alias("roots"),
+            *_times(),
+        )
         .first()
     )
     assert row is not None
-    return _figures(
-        int(row["objects"]),
-        row["roots"] or [],
-        bucket_wide if bucket_wide is not None else bucket_figures(inventory, location.bucket),
-    )
+    return _figures(int(row["objects"]), row["roots"] or [], (row["taken_at_ms"], row["newest_ms"]))
 
 
 def tables_figures(
-    inventory: DataFrame,
-    bucket: str,
-    locations: Sequence[StorageLocation],
-    bucket_wide: tuple[int | None, int | None] | None = None,
-) -> tuple[dict[str, InventoryFigures], tuple[int | None, int | None]]:
+    inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]
+) -> dict[str, InventoryFigures]:
     """Each table's :func:`inventory_figures`, by key, from one query for them all (not one per
-    table), and the bucket's :func:`bucket_figures` they were given. No table of ``locations``
-    (all in ``bucket``) may lie inside another: each row then belongs to at most one.
+    table). No table of ``locations`` (all in ``bucket``) may lie inside another: each row then
+    belongs to at most one.
 
     The query reads only the rows under the tables (:func:`rows_under` each one: a range of keys
     per table, which Delta's file skipping uses as it does a single table's), gives each row the
     table whose ``<key>/`` holds its key (the ingest's owner tagging, on the run's tables: the
-    inventory's own ``table`` column was tagged by the registry of its day), then counts it and
-    looks for nested tables in that table's terms. Without ``bucket_wide``, the same query
-    also computes :func:`bucket_figures` (its aggregation's one row beside the tables' rows): a
-    query of its own costs a one-table run a second plan and scan set-up of the inventory.
+    inventory's own ``table`` column was tagged by the registry of its day), then counts it, looks
+    for nested tables in that table's terms and takes its times. It reads nothing else of the
+    bucket: a table without rows has no times (:func:`with_bucket_times`).
     """
     if overlapping_pair(locations, lambda location: location) is not None:
         raise ValueError("tables_figures needs tables none of which lies inside another")
@@ -360,44 +378,27 @@ def tables_figures(
     owners = [(bucket, location.key, location.key) for location in locations]
     under_tables = _any_of([_key_under(location.key) for location in locations])
     tagged = with_owner(inventory.where((F.col("bucket") == bucket) & under_tables), owners, "owner")
-    per_table = (
+    rows = (
         _with_relative_path_below(tagged, F.length(F.col("owner")) + 1)
         .where(F.col("owner").isNotNull())
         .groupBy("owner")
-        .agg(F.count(F.lit(1)).alias("objects"), F.collect_set(_nested_root_of_object()).alias("roots"))
-        .select(
-            "owner",
-            "objects",
-            "roots",
-            F.lit(None).cast("long").alias("taken_at_ms"),
-            F.lit(None).cast("long").alias("newest_ms"),
-            F.lit(False).alias("bucket_row"),
+        .agg(
+            F.count(F.lit(1)).alias("objects"),
+            F.collect_set(_nested_root_of_object()).alias("roots"),
+            *_times(),
         )
+        .collect()
     )
-    if bucket_wide is None:
-        per_table = per_table.unionByName(
-            _bucket_figures_frame(inventory, bucket).select(
-                F.lit(None).cast("string").alias("owner"),
-                F.lit(None).cast("long").alias("objects"),
-                F.array().cast("array<string>").alias("roots"),
-                "taken_at_ms",
-                "newest_ms",
-                F.lit(True).alias("bucket_row"),
-            )
-        )
-    rows = per_table.collect()
-    if bucket_wide is None:
-        # a global aggregation has one row, whatever the bucket holds
-        (bucket_row,) = [r for r in rows if r["bucket_row"]]
-        bucket_wide = (bucket_row["taken_at_ms"], bucket_row["newest_ms"])
-    by_owner = {r["owner"]: r for r in rows if not r["bucket_row"]}
+    by_owner = {r["owner"]: r for r in rows}
     figures = {}
     for location in locations:
         row = by_owner.get(location.key)  # none: no object under the table
-        figures[location.key] = _figures(
-            int(row["objects"]) if row else 0, (row["roots"] or []) if row else [], bucket_wide
+        figures[location.key] = (
+            _figures(int(row["objects"]), row["roots"] or [], (row["taken_at_ms"], row["newest_ms"]))
+            if row
+            else _figures(0, [], (None, None))
         )
-    return figures, bucket_wide
+    return figures
 
 
 def tables_rows(inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]) -> DataFrame:
@@ -433,10 +434,8 @@ def _nested_root_of_object() -> Column:
     return F.when(F.col("key").contains("/_delta_log/") & _is_table_object(), nested_table_root())
 
 
-def _figures(
-    objects: int, roots: Sequence[str], bucket_wide: tuple[int | None, int | None]
-) -> InventoryFigures:
-    taken_at_ms, newest_ms = bucket_wide
+def _figures(objects: int, roots: Sequence[str], times: tuple[int | None, int | None]) -> InventoryFigures:
+    taken_at_ms, newest_ms = times
     taken_at = (
         datetime.fromtimestamp(taken_at_ms / 1000, tz=timezone.utc) if taken_at_ms is not None else None
     )

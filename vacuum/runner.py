@@ -113,7 +113,7 @@ def vacuum_tables(
         if options.inventory_table and version is not None:
             with job_group(spark, "inventory-vacuum run: inventory figures"):
                 inventory_location = StorageLocation.parse(options.inventory_table, what="inventory table")
-                _read_bucket_figures(
+                _read_run_figures(
                     spark,
                     session_for(spark, inventory_location, sized_by_user=sized_by_user),
                     tables,
@@ -164,7 +164,7 @@ def _run_tables(
         return list(pool.map(run_one, tables))
 
 
-def _read_bucket_figures(
+def _read_run_figures(
     spark: SparkSession,
     session: SparkSession,
     tables: Sequence[RegisteredTable],
@@ -173,7 +173,7 @@ def _read_bucket_figures(
     *,
     one_job: bool = False,
 ) -> None:
-    """Each bucket's figures of the pinned inventory, and its tables', before any table runs, on
+    """The figures of the run's tables in the pinned inventory, before any table runs, on
     ``session``, whose ``snapshotPartitions`` is sized to the inventory table (``spark`` is active
     again after). Delta builds the inventory's snapshot state once, on its first query, with that
     query's session setting; every table's scan of the inventory then plans its file skipping over
@@ -181,12 +181,12 @@ def _read_bucket_figures(
     partitions: 50 tasks a table). With ``one_job``, ``session`` (the run's own) first gets
     :func:`~vacuum.tuning.aggregate_in_one_job`'s settings.
 
-    A bucket's tables then get their figures (objects under the table, nested tables) from one
-    query for every :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` of them
-    (:meth:`RunContext.figures_of_tables`), and the small ones their rows, read together into
-    Spark's cache (:meth:`RunContext.share_rows`). A failure here is logged only, and a bucket's
-    tables without figures count their own, and tables without cached rows read their own: each
-    table reads the same figures and rows and reports any error itself.
+    A bucket's tables get their figures (objects under the table, nested tables, the times of
+    their rows) from one query for every :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` of them
+    (:meth:`RunContext.figures_of_tables`), which reads only the rows under them, and the small
+    ones their rows, read together into Spark's cache (:meth:`RunContext.share_rows`). A failure
+    here is logged only: tables without figures count their own, and tables without cached rows
+    read their own, so each table reads the same figures and rows and reports any error itself.
     """
     by_bucket: dict[str, list[StorageLocation]] = {}
     for table in tables:
@@ -197,18 +197,9 @@ def _read_bucket_figures(
         inventory = read_inventory(session, inventory_table, context.inventory_version)
         for bucket, locations in sorted(by_bucket.items()):
             where = f"bucket {bucket} in the inventory {inventory_table}"
-            # the tables' first query counts the bucket's figures too; when the tables are not
-            # counted together, or their query failed, the bucket's are counted on their own here
-            # (not by the first table, which would hold the run's lock for a scan of the bucket)
-            tables_counted = _logged_on_failure(
+            if _logged_on_failure(
                 f"figures of the tables of {where}",
                 partial(context.figures_of_tables, inventory, bucket, locations),
-            )
-            if (
-                _logged_on_failure(
-                    f"figures of {where}", partial(context.figures_of_bucket, inventory, bucket)
-                )
-                and tables_counted
             ):
                 _logged_on_failure(
                     f"rows of the small tables of {where}, read together",
