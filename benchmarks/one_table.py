@@ -9,6 +9,7 @@ which ours is broken down. Every side runs at ``RETAIN 0 HOURS``; the candidate 
 
     .venv/bin/python -m benchmarks.one_table                         # 3,000 files, 3 rounds
     .venv/bin/python -m benchmarks.one_table --files 500 --rounds 1  # a smoke
+    .venv/bin/python -m benchmarks.one_table --bucket-objects 10000000 --rounds 1  # in a big bucket
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import suppress
 from datetime import datetime, timezone
-from itertools import combinations
+from itertools import chain, combinations
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,17 @@ def _live_processes(group: int) -> int:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             alive += int(fields[2]) == group and fields[0] != "Z"
     return alive
+
+
+def other_objects(count: int) -> Iterator[dict[str, Any]]:
+    """``count`` inventory rows of objects of the table's bucket outside the table (under
+    ``data/``, 1,000 partitions), a year old: in the delivery only, never in S3."""
+    when = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    for n in range(count):
+        yield {"bucket": BUCKET, "key": f"data/part={n % 1000:04d}/file-{n:09d}.parquet", "version_id": None,
+               "is_latest": None, "is_delete_marker": None, "size": 1000 + n % 977, "last_modified_date": when,
+               "e_tag": f"{n:032x}", "storage_class": "STANDARD", "is_multipart_uploaded": False,
+               "checksum_algorithm": None}  # fmt: skip
 
 
 def code_version() -> str:
@@ -219,7 +232,7 @@ def markdown(document: dict[str, Any]) -> str:
         f"Table `{table['uri']}`: {table['partitions']} hourly partitions; "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(table["categories"].items()))
         + f"; {table['garbage']:,} garbage files. The bucket's inventory ({document['inventory_objects']:,} "
-        f"objects) was ingested once beforehand by `python -m jobs.cli ingest` in a process of its own "
+        f"objects{_others(document.get('bucket_objects', 0))}) was ingested once beforehand by `python -m jobs.cli ingest` in a process of its own "
         f"({document['ingest_seconds']:.1f} s, in no figure). {document['retention']}",
         "",
         f"Each side is a fresh process, timed from its start to its exit; {document['rounds']} round(s), the sides "
@@ -276,6 +289,14 @@ def markdown(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _others(count: int) -> str:
+    return (
+        f", {count:,} of them other objects of the bucket, outside the table, in the delivery only"
+        if count
+        else ""
+    )
+
+
 def our_details(timing: dict[str, int], directory: Path) -> dict[str, Any]:
     """Ours, one round: the breakdown, the table's jobs by step (``parse_event_log``), the others."""
     events = read_event_log(directory)
@@ -299,6 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=3000, help="data files of the table (default 3000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every side (default 3)")
     parser.add_argument("--retain-hours", type=int, default=0, help="every side's retention (default 0)")
+    parser.add_argument(
+        "--bucket-objects",
+        type=int,
+        default=0,
+        help="rows of other objects of the table's bucket, outside the table, added to its delivery "
+        "(none of them written to S3): a per-table job in a big bucket (default 0)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
@@ -329,7 +357,7 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
     from core.paths import StorageLocation
     from core.s3 import s3_client
     from core.session import QUICK_JIT_VARIABLE, jvm_packages
-    from inventory.delivery_writer import snapshot_bucket
+    from inventory.delivery_writer import inventory_rows, write_delivery
 
     started_at, before = datetime.now(timezone.utc), machine()
     s3 = s3_client()
@@ -347,7 +375,8 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
     registry = work / "tables.yaml"
     registry.write_text(f"tables:\n  - {{name: {NAME}, path: '{table.uri}', owner: bench}}\n")
     inventory = f"s3://{META}/tables/inventory"
-    objects = snapshot_bucket(s3, BUCKET, StorageLocation.parse(f"s3://{META}/reports"), "daily").objects
+    rows = chain(inventory_rows(s3, BUCKET), other_objects(args.bucket_objects))
+    objects = write_delivery(s3, BUCKET, rows, StorageLocation.parse(f"s3://{META}/reports"), "daily").objects
     env, cli = dict(os.environ), [sys.executable, "-m", "jobs.cli"]
     log.info("ingesting the inventory (%d objects) in a process of its own", objects)
     ingest = timed_process(
@@ -428,6 +457,7 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
         "table": {"uri": table.uri, "files": args.files, "partitions": PARTITION_DAYS * 24,
                   "categories": table.counts(), "garbage": len(garbage)},
         "inventory_objects": objects,
+        "bucket_objects": args.bucket_objects,
         "ingest_seconds": round((ingest["exit_ms"] - ingest["start_ms"]) / 1000, 2),
         "retention": RETENTION.format(hours=args.retain_hours),
         "class_archive": archive[0].split("=", 1)[1],

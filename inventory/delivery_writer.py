@@ -106,7 +106,7 @@ def snapshot_bucket(
     return write_delivery(
         s3,
         bucket,
-        _list_objects(s3, bucket, versions),
+        inventory_rows(s3, bucket, versions),
         destination,
         config_id,
         file_format=file_format,
@@ -185,7 +185,9 @@ def write_delivery(
     )
 
 
-def _list_objects(s3: Any, bucket: str, versions: str) -> Iterator[dict[str, Any]]:
+def inventory_rows(s3: Any, bucket: str, versions: str = "current") -> Iterator[dict[str, Any]]:
+    """The bucket's objects (``versions="all"``: every version and delete marker) as the rows of
+    an inventory delivery (:func:`write_delivery`), listed as they are consumed."""
     try:
         if versions == "current":
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
