@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import suppress
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from itertools import chain, combinations
 from pathlib import Path
 from typing import Any
@@ -94,9 +94,11 @@ def _live_processes(group: int) -> int:
 
 def other_objects(count: int) -> Iterator[dict[str, Any]]:
     """``count`` inventory rows of objects of the table's bucket outside the table (under
-    ``data/``, 1,000 partitions), a year old: in the delivery only, never in S3."""
-    when = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    ``data/``, 1,000 partitions), written over 2025 at times spread to the millisecond, as a
+    lake's are: in the delivery only, never in S3."""
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
     for n in range(count):
+        when = start + timedelta(milliseconds=(n * 7_919_333) % 31_536_000_000)
         yield {"bucket": BUCKET, "key": f"data/part={n % 1000:04d}/file-{n:09d}.parquet", "version_id": None,
                "is_latest": None, "is_delete_marker": None, "size": 1000 + n % 977, "last_modified_date": when,
                "e_tag": f"{n:032x}", "storage_class": "STANDARD", "is_multipart_uploaded": False,
