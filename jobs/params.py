@@ -211,7 +211,7 @@ MAX_INVENTORY_AGE_HOURS = _option(
     type=hours,
     default=72.0,
     metavar="HOURS",
-    help="refuse a table whose bucket's newest inventory is older than this",
+    help="refuse a table whose rows in the inventory were taken longer ago than this",
 )
 MIN_COVERAGE = _option("--min-coverage", type=share, default=0.99, help=argparse.SUPPRESS)
 ALLOW_VERSIONED = _option(

@@ -175,8 +175,8 @@ class RunContext:
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
         """The bucket-wide figures of the pinned inventory (:func:`vacuum.plan.bucket_figures`),
-        which only a table without rows of its own needs: one scan of the bucket per run at most,
-        made outside the run's lock (two tables may count it at once; both get the same)."""
+        which only a table without rows of its own needs: counted once for the run, outside the
+        run's lock (two such tables at the same moment may each count it; both get the same)."""
         from vacuum.plan import bucket_figures  # the plan's module reads results, which read this
 
         with self.lock:

@@ -296,7 +296,7 @@ class InventoryFigures:
 
     objects_under_table: int
     # when the delivery holding the table's rows was taken, and their newest modificationTime:
-    # None when the table has no rows (see with_bucket_times)
+    # None when the table has no rows (see with_bucket_times), or its rows have none
     inventory_taken_at: datetime | None
     newest_modification_millis: int | None
     nested_roots: tuple[str, ...]
@@ -305,7 +305,7 @@ class InventoryFigures:
 def bucket_figures(inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
     """(when the bucket's inventory was taken, its newest ``modificationTime``), both in epoch
     milliseconds: a scan of the bucket's whole partition, which a run makes only for a table
-    without rows (:func:`with_bucket_times`), once per bucket."""
+    without rows (:func:`with_bucket_times`)."""
     row = inventory.where(F.col("bucket") == bucket).agg(*_times()).first()
     assert row is not None
     return row["taken_at_ms"], row["newest_ms"]
@@ -332,9 +332,9 @@ def with_bucket_times(
     one delivery (the ingest replaces the partition whole), so they are the bucket's times, read
     from the table's rows alone rather than from a scan of the whole bucket. Were a partition ever
     to mix deliveries, the table's own time would be the one its rows were taken at, no later than
-    the bucket's: the freshness gate would judge them older and the unit check read a newest time
-    no greater, each refusing at least as often, the ledger's margin would leave out at least as
-    much, and the coverage gate would ask the rows to list the live files written before they
+    the bucket's: the freshness gate would judge them older (and a time in the future by the rows'
+    own), the unit check would read a newest time no greater, refusing at least as often, the
+    ledger's margin would leave out at least as much, and the coverage gate would ask the rows to list the live files written before they
     were taken, not those written before another delivery was."""
     if figures.objects_under_table:
         return figures
