@@ -334,8 +334,9 @@ def with_bucket_times(
     to mix deliveries, the table's own time would be the one its rows were taken at, no later than
     the bucket's: the freshness gate would judge them older (and a time in the future by the rows'
     own), the unit check would read a newest time no greater, refusing at least as often, the
-    ledger's margin would leave out at least as much, and the coverage gate would ask the rows to list the live files written before they
-    were taken, not those written before another delivery was."""
+    ledger's margin would leave out at least as much, and the coverage gate would ask the rows to
+    list the live files written before they were taken, not those written before another delivery
+    was."""
     if figures.objects_under_table:
         return figures
     return _figures(figures.objects_under_table, figures.nested_roots, bucket_wide)
