@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -74,10 +74,13 @@ def _jfr_tool() -> str:
     raise RuntimeError("the JDK's jfr tool is not found (JAVA_HOME/bin/jfr or jfr on PATH)")
 
 
-def profile_shares(path: Path, depth: int = 64, top: int = 10) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def profile_shares(
+    path: Path, depth: int = 2048, top: int = 10
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """({samples, kind: share}, the ``top`` frames the CPU was in most, with their shares), from
-    the execution samples of the recording at ``path`` (stacks cut at ``depth`` frames from the
-    running one)."""
+    the execution samples of the recording at ``path`` (read up to ``depth`` frames from the
+    running one: the whole of what the recording kept, whose stacks JFR marks ``...`` where it
+    cut them)."""
     command = [
         _jfr_tool(),
         "print",
@@ -87,30 +90,48 @@ def profile_shares(path: Path, depth: int = 64, top: int = 10) -> tuple[dict[str
         str(depth),
         str(path),
     ]
-    kinds: Counter[str] = Counter()
-    leaves: Counter[str] = Counter()
-    samples = 0
-    frames: list[str] | None = None
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as printer:
         assert printer.stdout is not None
-        for line in printer.stdout:
-            text = line.strip()
-            if text == "stackTrace = [":
-                frames = []
-            elif frames is not None and text == "]":
-                samples += 1
-                if frames:
-                    leaves[frames[0].split("(", 1)[0]] += 1
-                for kind, marks in KINDS.items():
-                    if any(mark in frame for frame in frames for mark in marks):
-                        kinds[kind] += 1
-                frames = None
-            elif frames is not None and text != "...":
-                frames.append(text)
+        result = shares_of(printer.stdout, top)
     if printer.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed with exit code {printer.returncode}")
+    return result
+
+
+# the share of samples whose stack the recording cut (``jfr print`` ends it with ``...``): JFR keeps
+# 64 frames from the running one unless the JVM starts with -XX:FlightRecorderOptions:stackdepth=N,
+# and a deep stack's bottom frames (where Python's call or Catalyst's rule that led to it sits) are
+# then missing, so every kind's share counts only the stacks that reach it
+CUT = "stacks cut short (the kinds above miss what lies below the cut)"
+
+
+def shares_of(lines: Iterable[str], top: int = 10) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`profile_shares` of the text ``jfr print --events jdk.ExecutionSample`` writes."""
+    kinds: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    samples = cut = 0
+    frames: list[str] | None = None
+    for line in lines:
+        text = line.strip()
+        if text == "stackTrace = [":
+            frames = []
+            truncated = False
+        elif frames is not None and text == "]":
+            samples += 1
+            cut += truncated
+            if frames:
+                leaves[frames[0].split("(", 1)[0]] += 1
+            for kind, marks in KINDS.items():
+                if any(mark in frame for frame in frames for mark in marks):
+                    kinds[kind] += 1
+            frames = None
+        elif frames is not None and text == "...":
+            truncated = True
+        elif frames is not None:
+            frames.append(text)
     shares: dict[str, Any] = {"samples": samples}
     shares.update({kind: round(kinds[kind] / max(1, samples), 3) for kind in KINDS})
+    shares[CUT] = round(cut / max(1, samples), 3)
     frames_top = [
         {"frame": frame, "share": round(count / max(1, samples), 3)}
         for frame, count in leaves.most_common(top)

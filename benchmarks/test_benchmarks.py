@@ -366,3 +366,32 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
         ["4 (40)", "global sort, checked first", "20.0", "20.0, 21.0", "50,000", "2.00"],
     ]
     assert rows[2].endswith("| 8 | 40.0 | 1.2 / 2 |")
+
+
+def test_driver_profile_counts_kinds_and_the_stacks_cut_short() -> None:
+    from benchmarks.driver_profile import CUT, shares_of
+
+    text = """
+jdk.ExecutionSample {
+  stackTrace = [
+    org.codehaus.janino.UnitCompiler.compile(...) line: 1
+    org.apache.spark.sql.catalyst.rules.RuleExecutor.execute(LogicalPlan) line: 2
+  ]
+}
+jdk.ExecutionSample {
+  stackTrace = [
+    java.io.ObjectOutputStream.writeObject0(Object, boolean) line: 3
+    ...
+  ]
+}
+"""
+    shares, top = shares_of(text.splitlines())
+    assert shares["samples"] == 2
+    assert shares["compiling generated code (Janino, its class loading)"] == 0.5
+    assert shares["Catalyst rules (analysis, optimisation, planning)"] == 0.5
+    assert shares["Py4J (calls from Python)"] == 0.0
+    assert shares[CUT] == 0.5
+    assert {frame["frame"] for frame in top} == {
+        "org.codehaus.janino.UnitCompiler.compile",
+        "java.io.ObjectOutputStream.writeObject0",
+    }
