@@ -430,8 +430,16 @@ def test_a_deletion_vectors_prefix_is_a_raw_name_not_url_encoded(spark):
     decoded = vectors.select(
         F.col("deletionVector.pathOrInlineDv").alias("value"),
         deletion_vector_path().alias("path"),
-    ).select("value", live_relative_path(state("s3a://lake/w/events")).alias("relative"))
+        # the expression is built once per JVM, and the same one may go twice into a query
+        deletion_vector_path().alias("again"),
+    ).select(
+        "value",
+        live_relative_path(state("s3a://lake/w/events")).alias("relative"),
+        F.col("path") == F.col("again"),
+    )
+    assert deletion_vector_path() is deletion_vector_path()
     assert {r["value"][:-20]: r["relative"] for r in decoded.collect()} == cases
+    assert all(r[2] for r in decoded.collect())
 
 
 def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):

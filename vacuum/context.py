@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from core.paths import StorageLocation, overlapping_pair
 from core.registry import RegisteredTable
@@ -147,6 +147,7 @@ class _SharedRows:
     """Rows of a group of a run's tables, persisted (:meth:`RunContext.share_rows`)."""
 
     frame: DataFrame
+    under: Column  # the group's condition on keys (vacuum.plan.under_tables), for its tables' queries
     rows: int  # the group's rows in the cache, counted when read
     waiting: int  # the group's tables that have not read their rows yet
 
@@ -226,7 +227,7 @@ class RunContext:
         """
         from pyspark import StorageLevel
 
-        from vacuum.plan import tables_rows
+        from vacuum.plan import tables_rows, under_tables
 
         small = sorted(
             (
@@ -248,7 +249,8 @@ class RunContext:
                 held = sum(shared.rows for shared in self.shared_groups.values())
             if held + objects > SHARED_ROWS_LIMIT:  # the objects, before reading: a first bound
                 return
-            frame = tables_rows(inventory, bucket, group).persist(StorageLevel.MEMORY_AND_DISK)
+            under = under_tables(group)
+            frame = tables_rows(inventory, bucket, group, under).persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 # read now, in the run's figures step, not by whichever table runs first; a
                 # versioned bucket's rows (noncurrent versions, delete markers) outnumber its objects
@@ -260,7 +262,7 @@ class RunContext:
                 frame.unpersist()
                 return
             with self.lock:
-                self.shared_groups[(bucket, group)] = _SharedRows(frame, rows, len(group))
+                self.shared_groups[(bucket, group)] = _SharedRows(frame, under, rows, len(group))
                 self.shared_rows.update({(bucket, location.key): group for location in group})
             log.info(
                 "the rows of %d small tables of bucket %s, %d rows in all, read together into Spark's cache",
@@ -284,7 +286,7 @@ class RunContext:
             shared = None if group is None else self.shared_groups.get((location.bucket, group))
         if group is None or shared is None:
             return inventory
-        rows = tables_rows(inventory, location.bucket, group)
+        rows = tables_rows(inventory, location.bucket, group, shared.under)
         if rows.storageLevel == StorageLevel.NONE:  # Spark's cache manager's answer for this plan
             log.info(
                 "the rows read together for s3://%s/%s are no longer in Spark's cache: it reads its own",

@@ -377,8 +377,9 @@ def tables_figures(
         raise ValueError("tables_figures needs tables none of which lies inside another")
     # each table is its own owner's name: the key, whose length (and its '/') prefixes its rows
     owners = [(bucket, location.key, location.key) for location in locations]
-    under_tables = _any_of([_key_under(location.key) for location in locations])
-    tagged = with_owner(inventory.where((F.col("bucket") == bucket) & under_tables), owners, "owner")
+    tagged = with_owner(
+        inventory.where((F.col("bucket") == bucket) & under_tables(locations)), owners, "owner"
+    )
     rows = (
         _with_relative_path_below(tagged, F.length(F.col("owner")) + 1)
         .where(F.col("owner").isNotNull())
@@ -402,13 +403,24 @@ def tables_figures(
     return figures
 
 
-def tables_rows(inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation]) -> DataFrame:
+def tables_rows(
+    inventory: DataFrame, bucket: str, locations: Sequence[StorageLocation], under: Column | None = None
+) -> DataFrame:
     """The rows of ``bucket`` under any of ``locations``, in :data:`PLAN_COLUMNS`: a superset of
     each table's :func:`rows_under`, which gives exactly that table's rows when applied to it. The
     same ``locations`` in the same order give the same plan, which is how a run's tables find these
-    rows in Spark's cache (:meth:`vacuum.context.RunContext.share_rows`)."""
-    under_tables = _any_of([_key_under(location.key) for location in locations])
-    return inventory.where((F.col("bucket") == bucket) & under_tables).select(*PLAN_COLUMNS)
+    rows in Spark's cache (:meth:`vacuum.context.RunContext.share_rows`). ``under`` is
+    :func:`under_tables` of ``locations``, when the caller kept it."""
+    condition = under_tables(locations) if under is None else under
+    return inventory.where((F.col("bucket") == bucket) & condition).select(*PLAN_COLUMNS)
+
+
+def under_tables(locations: Sequence[StorageLocation]) -> Column:
+    """The key lies under one of ``locations``. Building it takes some 20 calls into the JVM per
+    table, so a group's tables share one (:meth:`vacuum.context.RunContext.share_rows`): were each
+    table of a group to build its own, a run would make calls in the square of the group's size.
+    A Column is an immutable expression of no session: one may go into any number of queries."""
+    return _any_of([_key_under(location.key) for location in locations])
 
 
 def _key_under(table_key: str) -> Column:

@@ -18,9 +18,11 @@ tables pays hundreds of times.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 
+from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -358,7 +360,18 @@ def deletion_vector_path(column: str = "deletionVector") -> F.Column:
     A ``u`` vector's ``pathOrInlineDv`` is a random prefix (a directory, when not empty) followed
     by the file's UUID in 20 Base85 characters: the file is ``<prefix>/deletion_vector_<uuid>.bin``
     relative to the table; a ``p`` vector's is the file's absolute URI.
+
+    The expression is built once per JVM (its py4j gateway, one per Python process) and column:
+    it takes some 180 calls into the JVM to build, and every table's snapshot reads it twice (its
+    live files and its tombstones). A Column is an immutable expression of no session, and its
+    lambdas' variables are bound where each query is analysed, so one may go into any number of
+    queries, and twice into one.
     """
+    return _deletion_vector_path(SparkContext._gateway, column)
+
+
+@functools.lru_cache(maxsize=8)
+def _deletion_vector_path(gateway: object, column: str) -> F.Column:
     kind = F.col(f"{column}.storageType")
     value = F.col(f"{column}.pathOrInlineDv")
     characters = F.split(F.substring(value, -20, 20), "")
@@ -443,9 +456,13 @@ def _resolved(path: F.Column) -> F.Column:
 def _resolved_segments(path: F.Column) -> F.Column:
     path = F.regexp_replace(path, "/{2,}", "/")
     path = F.regexp_replace(path, r"(?<=^|/)\.(?:/|$)", "")
-    for _ in range(_DOT_DOT_PASSES):
-        path = F.regexp_replace(path, r"(?<=^|/)(?!\.\.(?:/|$))[^/]+/\.\.(?:/|$)", "")
-    return path
+    # one pass per level of nesting, _DOT_DOT_PASSES in all: folded over a sequence of the passes,
+    # the expression is built in a few calls into the JVM, not some 80 per table as a chain
+    return F.aggregate(
+        F.sequence(F.lit(1), F.lit(_DOT_DOT_PASSES)),
+        path,
+        lambda resolved, _: F.regexp_replace(resolved, r"(?<=^|/)(?!\.\.(?:/|$))[^/]+/\.\.(?:/|$)", ""),
+    )
 
 
 def shuffle_partitions(objects: int, configured: int) -> int:
