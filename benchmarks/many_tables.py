@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import logging
 import os
@@ -29,6 +30,8 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -167,14 +170,15 @@ def vacuum_run(
     since_ms = int(time.time() * 1000)
     compilations = _compilations(spark)
     started = time.monotonic()
-    code = run(
-        [
-            "vacuum", "--inventory-table", inventory, "--tables", registry, "--dry-run", "--json",
-            "--retain-hours", "0", "--allow-unsafe-retention", "--parallel", str(parallel),
-            "--candidates", str(event_dir.parent / f"candidates-{parallel}.parquet"),
-        ],
-        out,
-    )  # fmt: skip
+    with counted_jvm_calls() as calls:
+        code = run(
+            [
+                "vacuum", "--inventory-table", inventory, "--tables", registry, "--dry-run", "--json",
+                "--retain-hours", "0", "--allow-unsafe-retention", "--parallel", str(parallel),
+                "--candidates", str(event_dir.parent / f"candidates-{parallel}.parquet"),
+            ],
+            out,
+        )  # fmt: skip
     seconds = time.monotonic() - started
     report = json.loads(out.getvalue())
     if code != 0:
@@ -186,7 +190,37 @@ def vacuum_run(
     time.sleep(1)  # the event log is flushed at each job's and stage's end
     figures = parse_event_log(event_dir, since_ms, int(time.time() * 1000))
     figures["classes_compiled_per_table"] = round(compiled / max(1, len(report["tables"])), 1)
+    figures["jvm_calls_per_table"] = round(calls() / max(1, len(report["tables"])))
     return seconds, report, figures
+
+
+@contextmanager
+def counted_jvm_calls() -> Iterator[Callable[[], int]]:
+    """Count PySpark's round trips to the JVM (py4j commands, from every thread) while the block
+    runs; the block gets a function that reads the count. Each Column function, literal and
+    DataFrame method is one or more of them."""
+    from py4j.clientserver import ClientServerConnection
+    from py4j.java_gateway import GatewayConnection
+
+    sent = itertools.count()  # next() on it is atomic in CPython: no count is lost between threads
+    originals = {kind: kind.send_command for kind in (ClientServerConnection, GatewayConnection)}
+
+    def counting(original: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+        def send_command(connection: Any, command: str) -> Any:
+            next(sent)
+            return original(connection, command)
+
+        return send_command
+
+    for kind, original in originals.items():
+        kind.send_command = counting(original)  # type: ignore[method-assign]
+    stopped: list[int] = []
+    try:
+        yield lambda: stopped[0] if stopped else 0
+    finally:
+        for kind, original in originals.items():
+            kind.send_command = original  # type: ignore[method-assign]
+        stopped.append(next(sent))
 
 
 def _compilations(spark: Any) -> int:
@@ -228,15 +262,16 @@ def markdown(document: dict[str, Any]) -> str:
         + (f" Settings given: {', '.join(document['conf'])}." if document.get("conf") else ""),
         "",
         "| --parallel | snapshotPartitions | wall s | s per table | vs best | Spark jobs per table (median) "
-        "| job s per table (median) | classes compiled per table |",
-        "|---|---|---|---|---|---|---|---|",
+        "| job s per table (median) | classes compiled per table | calls into the JVM per table |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
+        calls = r["events"].get("jvm_calls_per_table")
         lines.append(
             f"| {r['parallel']} | {r['snapshot_partitions']} | {r['seconds']:.1f} | {r['seconds_per_table']:.2f} | "
             f"{r['seconds_per_table'] / best:.2f}× | {r['events']['jobs_per_table_median']} | "
             f"{r['events']['job_seconds_per_table_median']:.2f} | "
-            f"{r['events'].get('classes_compiled_per_table', '–')} |"
+            f"{r['events'].get('classes_compiled_per_table', '–')} | {'–' if calls is None else f'{calls:,}'} |"
         )
     if document.get("warm_up_classes_compiled") is not None:
         lines += [

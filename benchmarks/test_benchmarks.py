@@ -395,3 +395,30 @@ jdk.ExecutionSample {
         "org.codehaus.janino.UnitCompiler.compile",
         "java.io.ObjectOutputStream.writeObject0",
     }
+
+
+def test_counted_jvm_calls_counts_each_round_trip_to_the_jvm_from_every_thread():
+    """many_tables' count of PySpark's calls into the JVM, on a real py4j gateway (a JVM of its
+    own, no Spark): one per call, from any thread, and none once the block has ended."""
+    import threading
+
+    from py4j.java_gateway import JavaGateway
+
+    from benchmarks.many_tables import counted_jvm_calls
+
+    gateway = JavaGateway.launch_gateway(die_on_exit=True)
+    try:
+        random = gateway.jvm.java.util.Random(7)
+        random.nextInt(10)  # the class looked up and the connection made before counting
+        with counted_jvm_calls() as calls:
+            threads = [
+                threading.Thread(target=lambda: [random.nextInt(10) for _ in range(50)]) for _ in range(4)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        random.nextInt(10)
+        assert calls() == 200
+    finally:
+        gateway.shutdown()

@@ -442,6 +442,19 @@ def test_a_deletion_vectors_prefix_is_a_raw_name_not_url_encoded(spark):
     assert all(r[2] for r in decoded.collect())
 
 
+def test_dot_segments_nested_up_to_the_passes_resolve_and_deeper_ones_name_no_object(spark):
+    """``x/..`` pairs nested 16 deep resolve as Hadoop resolves them (one pass a level); one level
+    deeper leaves a ``..``, and such a path names no object of the table (null), never another."""
+    from vacuum.snapshot import live_relative_path
+
+    def nested(depth: int) -> str:
+        return "date=1/" + "d/" * depth + "../" * depth + "f.parquet"
+
+    paths = spark.createDataFrame([(nested(16),), (nested(17),)], "path string")
+    resolved = paths.select(live_relative_path(state("s3a://lake/w/events")).alias("relative"))
+    assert [row["relative"] for row in resolved.collect()] == ["date=1/f.parquet", None]
+
+
 def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
     """A writer may record a file inside the table by its absolute URI (another S3 scheme than
     the one Spark reads the table with, an authority S3A reads as the bucket, encoded), or with
