@@ -363,9 +363,10 @@ def deletion_vector_path(column: str = "deletionVector") -> F.Column:
 
     The expression is built once per JVM (its py4j gateway, one per Python process) and column:
     it takes some 180 calls into the JVM to build, and every table's snapshot reads it twice (its
-    live files and its tombstones). A Column is an immutable expression of no session, and its
-    lambdas' variables are bound where each query is analysed, so one may go into any number of
-    queries, and twice into one.
+    live files and its tombstones). A Column is an immutable expression, and its lambdas'
+    variables are bound where each query is analysed, so one may go into any number of queries,
+    and twice into one. (On Spark 3.5 its arithmetic keeps the ANSI setting of the session that
+    built it, which cannot change this expression's value: its numbers stay below 85^5.)
     """
     return _deletion_vector_path(SparkContext._gateway, column)
 
