@@ -12,8 +12,9 @@
 #                   ledger, and real vacuums on the local S3
 #   default-line    the default line's whole suite, the standalone-cluster and fault tests too; with
 #                   it run the benchmarks' own tests (testpaths) and the docs build (tests/test_docs.py)
-#   cluster-faults  only the default line's standalone-cluster and fault tests (processes SIGKILLed
-#                   mid-write, S3 faults), which start JVMs of their own
+#   default-shared  the default line's suite but the own_jvms tests: in the test JVM (one session)
+#   own-jvms        only the default line's tests that start JVMs of their own (own_jvms: the
+#                   standalone cluster, processes SIGKILLed mid-write, fetch-jars' archiving JVM)
 #   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>):
 #                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
 #                   SDK, the jars and package a cluster gets; on 3.5 with Spark's generated
@@ -24,11 +25,10 @@
 #   benchmarks-tests  the benchmarks' own tests (no Spark, seconds)
 #
 # Under -j2, `test` runs two at a time: the runs wait in one queue, longest first, and each starts
-# when a run before it ends (default-line beside the other lines, then the smoke runs). A run that
-# fails does not stop the runs after it; `test` ends with one line per run (passed or failed,
-# minutes) and fails if any run failed. Each run is a JVM of its own, which spends its first
-# minutes compiling Spark's code: the default line's cluster and fault tests run in its own run,
-# not in one more.
+# when a run before it ends. The default line's suite is split in two (default-shared, own-jvms) so
+# that the two slots are busy about as long: on 2 cores two runs side by side get more done than one.
+# A run that fails does not stop the runs after it; `test` ends with one line per run (passed or
+# failed, minutes) and fails if any run failed.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -58,10 +58,10 @@ PYTHON_VERSIONS ?= $(PYTHON_VERSIONS_SMOKED)
 RUN := $(ENV) && run_tests
 run_default = $(RUN) "$(1)" $(DEFAULT_SPARK_LINE) $(DEFAULT_PYTHON_VERSION)
 
-.PHONY: help test matrix fast default-line cluster-faults smoke docs benchmarks-tests
+.PHONY: help test matrix fast default-line default-shared own-jvms smoke docs benchmarks-tests
 
 help:
-	@echo "targets: fast default-line cluster-faults $(addprefix line-,$(OTHER_LINES)) smoke docs benchmarks-tests test"
+	@echo "targets: fast default-line default-shared own-jvms $(addprefix line-,$(OTHER_LINES)) smoke docs benchmarks-tests test"
 	@echo "test is everything CI runs (make -k -j2 -O test: two runs at a time); the Makefile's first lines say what each runs"
 
 fast:
@@ -70,8 +70,11 @@ fast:
 default-line:
 	@$(call run_default,Spark $(DEFAULT_SPARK_LINE)) $(or_continue)
 
-cluster-faults:
-	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (cluster and faults)) -m "cluster or faults" $(or_continue)
+default-shared:
+	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (tests in one JVM)) -m "not own_jvms" $(or_continue)
+
+own-jvms:
+	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (tests starting JVMs)) -m own_jvms $(or_continue)
 
 # A table of at most 10,000 objects is planned on Spark's interpreted evaluation, a bigger one on
 # generated code; the suite's tables are small. On these lines the line-sensitive tests run with
@@ -113,10 +116,9 @@ benchmarks-tests:
 	@$(call run_default,benchmarks' own tests) benchmarks/test_benchmarks.py
 
 # The runs `test` makes, in the order they start: longest first, so that under -j2 the longest run
-# (the default line's suite) has the other lines beside it and the short runs fill in at the end
-# (by their minutes alone on a 2-core machine: 39, then 7 and 6, and the smoke runs 1 each).
+# has the others beside it, one after another, and the short runs fill in at the end.
 ifeq ($(strip $(PYTEST_ARGS)),)
-QUEUE := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),default-line) \
+QUEUE := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),default-shared own-jvms) \
 	$(addprefix line-,$(filter-out $(DEFAULT_SPARK_LINE),$(SPARK_LINES))) \
 	$(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIONS)))
 else

@@ -89,6 +89,8 @@ def _command(*argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.own_jvms
 def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_answers(tmp_path):
     """fetch-jars resolves with Ivy and keeps the list of jar files, and makes the JVM's
     class-data archive of them (S3A's and the AWS SDK's classes too); the JVM's output (Ivy's resolution report, JDK and log4j
@@ -450,6 +452,8 @@ def test_the_demo_reaches_its_local_s3_only(spark, s3_server, monkeypatch, tmp_p
         _check_local(spark, elsewhere, endpoint)
 
 
+@pytest.mark.slow
+@pytest.mark.own_jvms
 def test_a_failing_archive_workload_leaves_the_archive_of_what_loaded(spark, tmp_path, monkeypatch, caplog):
     """The caller's workload failing in the archiving child costs its classes only: the small
     Delta workload runs after it, the archive of the classes loaded is made under its name, a

@@ -32,7 +32,7 @@ from core.paths import StorageLocation
 from inventory.delivery_writer import snapshot_bucket
 from tests.support.helpers import keys_of, put, rows_at, submitted_json
 
-pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.own_jvms]
 
 REPO = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).parent

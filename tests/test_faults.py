@@ -35,7 +35,7 @@ from tests.support.helpers import (
 from tests.support.processes import bare_env, errors_in
 from tests.support.tables import make_table, referenced_keys
 
-pytestmark = [pytest.mark.slow, pytest.mark.faults]
+pytestmark = [pytest.mark.slow, pytest.mark.faults, pytest.mark.own_jvms]
 
 COMMAND = str(Path(sys.executable).parent / "inventory-vacuum")
 
