@@ -12,9 +12,9 @@
 #                   ledger, and real vacuums on the local S3
 #   default-line    the default line's whole suite, the standalone-cluster and fault tests too; with
 #                   it run the benchmarks' own tests (testpaths) and the docs build (tests/test_docs.py)
-#   default-shared  the default line's suite but the own_jvms tests: in the test JVM (one session)
-#   own-jvms        only the default line's tests that start JVMs of their own (own_jvms: the
-#                   standalone cluster, processes SIGKILLed mid-write, fetch-jars' archiving JVM)
+#   default-main    the default line's suite but the own_jvms tests
+#   own-jvms        only the default line's own_jvms tests: the long ones with JVMs of their own (the
+#                   standalone cluster, jobs SIGKILLed mid-write and S3 faults, fetch-jars' archive)
 #   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>):
 #                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
 #                   SDK, the jars and package a cluster gets; on 3.5 with Spark's generated
@@ -25,7 +25,7 @@
 #   benchmarks-tests  the benchmarks' own tests (no Spark, seconds)
 #
 # Under -j2, `test` runs two at a time: the runs wait in one queue, longest first, and each starts
-# when a run before it ends. The default line's suite is split in two (default-shared, own-jvms) so
+# when a run before it ends. The default line's suite is split in two (default-main, own-jvms) so
 # that the two slots are busy about as long: on 2 cores two runs side by side get more done than one.
 # A run that fails does not stop the runs after it; `test` ends with one line per run (passed or
 # failed, minutes) and fails if any run failed.
@@ -58,10 +58,10 @@ PYTHON_VERSIONS ?= $(PYTHON_VERSIONS_SMOKED)
 RUN := $(ENV) && run_tests
 run_default = $(RUN) "$(1)" $(DEFAULT_SPARK_LINE) $(DEFAULT_PYTHON_VERSION)
 
-.PHONY: help test matrix fast default-line default-shared own-jvms smoke docs benchmarks-tests
+.PHONY: help test matrix fast default-line default-main own-jvms smoke docs benchmarks-tests
 
 help:
-	@echo "targets: fast default-line default-shared own-jvms $(addprefix line-,$(OTHER_LINES)) smoke docs benchmarks-tests test"
+	@echo "targets: fast default-line default-main own-jvms $(addprefix line-,$(OTHER_LINES)) smoke docs benchmarks-tests test"
 	@echo "test is everything CI runs (make -k -j2 -O test: two runs at a time); the Makefile's first lines say what each runs"
 
 fast:
@@ -70,11 +70,11 @@ fast:
 default-line:
 	@$(call run_default,Spark $(DEFAULT_SPARK_LINE)) $(or_continue)
 
-default-shared:
-	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (tests in one JVM)) -m "not own_jvms" $(or_continue)
+default-main:
+	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (most tests)) -m "not own_jvms" $(or_continue)
 
 own-jvms:
-	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (tests starting JVMs)) -m own_jvms $(or_continue)
+	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (cluster, faults, fetch-jars)) -m own_jvms $(or_continue)
 
 # A table of at most 10,000 objects is planned on Spark's interpreted evaluation, a bigger one on
 # generated code; the suite's tables are small. On these lines the line-sensitive tests run with
@@ -118,7 +118,7 @@ benchmarks-tests:
 # The runs `test` makes, in the order they start: longest first, so that under -j2 the longest run
 # has the others beside it, one after another, and the short runs fill in at the end.
 ifeq ($(strip $(PYTEST_ARGS)),)
-QUEUE := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),default-shared own-jvms) \
+QUEUE := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),default-main own-jvms) \
 	$(addprefix line-,$(filter-out $(DEFAULT_SPARK_LINE),$(SPARK_LINES))) \
 	$(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIONS)))
 else

@@ -176,6 +176,26 @@ run_tests() {
   return "$rc"
 }
 
+# ensure_jars LINE: that Spark line's Delta and hadoop-aws jars in Ivy's cache, with the list of
+# their files that sessions load without Ivy (fetch-jars, without the class-data archive), unless the
+# list is there and its files unchanged. The test runs then start on that list: two runs beside each
+# other on one line do not resolve the same jars into Ivy's cache at once (Ivy locks nothing between
+# processes: both would write the same files).
+ensure_jars() {
+  local line=$1 venv log rc=0
+  venv="$(venv_dir "$line")"
+  [ -x "$venv/bin/python" ] || return 1
+  ensure_java || return 1
+  if "$venv/bin/python" -c 'import sys, pyspark; from core.jar_cache import cached_jars; from core.session import jvm_packages; sys.exit(cached_jars(jvm_packages(), pyspark.__version__) is None)' 2>/dev/null; then
+    return 0
+  fi
+  echo "Spark $line: resolving its jars into Ivy's cache (fetch-jars), once"
+  log="$(mktemp "${TMPDIR:-/tmp}/inventory-vacuum-fetch-jars.XXXXXX")"
+  INVENTORY_VACUUM_CLASS_ARCHIVE=0 "$venv/bin/inventory-vacuum" fetch-jars --log-file "$log" >/dev/null 2>>"$log" || rc=$?
+  if [ "$rc" != 0 ]; then echo "Spark $line: fetch-jars failed (exit $rc): $(tail -n 1 "$log"); its log: $log" >&2; return 1; fi
+  rm -f "$log"
+}
+
 # ensure_chromium: Debian's chromium, which the HTML chargeback report's test renders the report in
 # (it skips without /usr/bin/chromium). Installed with apt-get when running as root; otherwise one
 # line says the test will skip.

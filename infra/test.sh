@@ -54,6 +54,8 @@ for version in $pythons; do
   fi
 done
 case " $lines " in *" $DEFAULT_SPARK_LINE "*) ensure_chromium ;; esac
+# each line's jars resolved once, before runs that may start side by side (the default line's two)
+for line in $installed; do ensure_jars "$line" || not_installed+=("Spark $line's jars"); done
 
 status=0
 SPARK_LINES="${installed# }" PYTHON_VERSIONS="${smoked# }" make --no-print-directory "${make_flags[@]}" test || status=$?
