@@ -27,9 +27,12 @@ import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import pyspark
 from pyspark import SparkContext
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StringType, StructField, StructType
 
 from core import class_archive
 from core.errors import ConfigError
@@ -677,3 +680,27 @@ def _submitted_conf() -> dict[str, str]:
         SparkContext._ensure_initialized()  # type: ignore[attr-defined]
         conf.update(dict(SparkConf().getAll()))
     return conf
+
+
+def local_frame(spark: SparkSession, rows: Sequence[tuple[Any, ...]], schema: StructType) -> DataFrame:
+    """A DataFrame of a few rows held in Python, in ``schema``.
+
+    From a list, PySpark pickles the rows and turns them into Spark's rows in a Python worker: a
+    job that starts the worker (a Python process forked from a daemon it starts first, which
+    imports PySpark) for a few rows. From an Arrow table (Spark 4.0 on) the JVM reads the rows
+    from Arrow's stream itself and no Python process starts. Spark 3.5 takes the list."""
+    if int(pyspark.__version__.split(".", 1)[0]) < 4:
+        return spark.createDataFrame(list(rows), schema)
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    table = pa.Table.from_pylist(
+        [dict(zip(arrow_schema.names, row, strict=True)) for row in rows], schema=arrow_schema
+    )
+    return spark.createDataFrame(table, schema)
+
+
+def strings_schema(*names: str) -> StructType:
+    """A schema of string columns of these names."""
+    return StructType([StructField(name, StringType()) for name in names])

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 
 from core.errors import InventoryTableError, spark_error_summary
 from core.paths import StorageLocation
-from core.session import INTERPRETED_UP_TO_OBJECTS, session_default
+from core.session import INTERPRETED_UP_TO_OBJECTS, local_frame, session_default
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -311,7 +311,7 @@ def append_run_rows(
     try:
         # a history table written by an older version gains the new columns; any other table
         # at that location is never reshaped (the append then fails and warns)
-        writer = spark.createDataFrame(rows, schema).write.format("delta").mode("append")
+        writer = local_frame(spark, rows, schema).write.format("delta").mode("append")
         if _is_history_table(spark, location):
             writer = writer.option("mergeSchema", "true")
         writer.save(location)

@@ -46,8 +46,10 @@ from core.session import (
     codegen_set_by_user,
     interpreted_while,
     job_group,
+    local_frame,
     name_jobs,
     session_default,
+    strings_schema,
 )
 from core.tables import (
     INVENTORY_RUNS_SCHEMA,
@@ -353,8 +355,8 @@ def written_rows(written: DataFrame, registry: TableRegistry | None, bucket: str
     )
     if not first_components:
         return written
-    lookup = written.sparkSession.createDataFrame(
-        first_components, "owner_name string, owner_first_component string"
+    lookup = local_frame(
+        written.sparkSession, first_components, strings_schema("owner_name", "owner_first_component")
     )
     known = F.col("owner_first_component")
     owned = (

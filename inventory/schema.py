@@ -24,6 +24,7 @@ from pyspark.sql.types import (
 
 from core.errors import DeliveryError
 from core.registry import TableRegistry
+from core.session import local_frame, strings_schema
 from core.tables import INVENTORY_TABLE_SCHEMA
 
 FILE_FORMATS = ("CSV", "ORC", "Parquet")
@@ -229,7 +230,7 @@ def with_owner(rows: DataFrame, owners: Sequence[tuple[str, str, str]], column: 
     names: list[Column] = []
     for index, (depth, entries) in enumerate(joins):
         bucket, key, name = (f"owner_{part}_{index}" for part in ("bucket", "key", "name"))
-        lookup = spark.createDataFrame(entries, f"{bucket} string, {key} string, {name} string")
+        lookup = local_frame(spark, entries, strings_schema(bucket, key, name))
         untagged = F.coalesce(*names).isNull() if names else F.lit(True)
         if depth is None:
             below = untagged & F.col("key").startswith(F.concat(F.col(key), F.lit("/")))

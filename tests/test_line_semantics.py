@@ -233,3 +233,38 @@ def test_a_delta_spark_whose_jars_cannot_be_had_is_refused_in_one_line(tmp_path)
     assert len(lines) == 1, completed.stderr[-2000:]
     assert "delta-spark" in lines[0] and ":0.0.1" in lines[0] and "cannot be had" in lines[0]
     assert f"Ivy's report is in {log}" in lines[0] and "unresolved dependency" in log.read_text()
+
+
+def test_a_local_frame_holds_its_rows_as_spark_would_read_them_in_any_session_time_zone(spark):
+    """The history's, the ledger's and the owner lookups' rows go to Spark as an Arrow table on
+    Spark 4 (no Python worker) and as a list on 3.5: the same values either way, a zone-aware
+    time being the same instant whatever the session's time zone."""
+    from datetime import datetime, timezone
+
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    from core.session import local_frame, strings_schema
+
+    schema = StructType(
+        [StructField("name", StringType()), StructField("n", LongType()), StructField("at", TimestampType())]
+    )
+    at = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
+    rows = [("a/ü key", 2**40, at), (None, None, None)]
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        for session_zone in ("UTC", "Australia/Lord_Howe"):
+            spark.conf.set("spark.sql.session.timeZone", session_zone)
+            frame = local_frame(spark, rows, schema)
+            assert frame.schema == schema
+            read = frame.selectExpr("name", "n", "unix_micros(at) AS micros").collect()
+            assert [tuple(r) for r in read] == [
+                ("a/ü key", 2**40, int(at.timestamp()) * 10**6),
+                (None, None, None),
+            ]
+        assert local_frame(spark, [], strings_schema("x", "y")).count() == 0
+        assert local_frame(spark, [("p", "q")], strings_schema("x", "y")).collect()[0].asDict() == {
+            "x": "p",
+            "y": "q",
+        }
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from core.errors import spark_error_summary
-from core.tables import LEDGER_SCHEMA, delta_table_exists, is_ledger, read_ledger
+from core.tables import LEDGER_SCHEMA, delta_table_exists, is_ledger, local_frame, read_ledger
 from vacuum.tuning import broadcast_threshold
 
 log = logging.getLogger("inventory_vacuum")
@@ -122,7 +122,7 @@ def record_restores(spark: SparkSession, location: str, records: Sequence[Mappin
     if not records:
         return None
     rows = [tuple(record.get(f.name) for f in LEDGER_SCHEMA) for record in records]
-    return _append(spark, location, spark.createDataFrame(rows, LEDGER_SCHEMA))
+    return _append(spark, location, local_frame(spark, rows, LEDGER_SCHEMA))
 
 
 def _append(spark: SparkSession, location: str, rows: DataFrame) -> str | None:
