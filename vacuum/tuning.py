@@ -109,7 +109,7 @@ def adaptive_off_until_sized(spark: SparkSession) -> None:
 
 
 def aggregate_in_one_job(spark: SparkSession) -> None:
-    """This session is the run's figures' (:func:`vacuum.runner._read_run_figures`): each of
+    """This session is the run's figures' (:func:`vacuum.runner._read_figures`): each of
     its queries ends in a few rows (at most :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` tables'
     figures, or a count of rows read into Spark's cache), so one shuffle
     partition holds what its aggregations gather, each task having aggregated its own rows first.
