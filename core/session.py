@@ -26,13 +26,25 @@ import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pyspark
 from pyspark import SparkContext
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+    _make_type_verifier,
+)
 
 from core import class_archive
 from core.errors import ConfigError
@@ -683,22 +695,66 @@ def _submitted_conf() -> dict[str, str]:
 
 
 def local_frame(spark: SparkSession, rows: Sequence[tuple[Any, ...]], schema: StructType) -> DataFrame:
-    """A DataFrame of a few rows held in Python, in ``schema``.
+    """A DataFrame of a few rows held in Python, in ``schema``: what ``spark.createDataFrame(rows,
+    schema)`` gives, with its checks of each row's values.
 
-    From a list, PySpark pickles the rows and turns them into Spark's rows in a Python worker: a
-    job that starts the worker (a Python process forked from a daemon it starts first, which
-    imports PySpark) for a few rows. From an Arrow table (Spark 4.0 on) the JVM reads the rows
-    from Arrow's stream itself and no Python process starts. Spark 3.5 takes the list."""
-    if int(pyspark.__version__.split(".", 1)[0]) < 4:
-        return spark.createDataFrame(list(rows), schema)
+    From a list, PySpark pickles the rows and turns them into Spark's in a Python worker: a job
+    that starts the worker (a process forked from a daemon it starts first, which imports PySpark)
+    for a few rows. From an Arrow table (Spark 4.0 on) the JVM reads the rows from Arrow's stream
+    itself and no Python process starts. The list goes on Spark 3.5, for a column of a type not
+    in :func:`_arrow_types`, and when Spark's Arrow batches have no limit (a limit of 0 or less,
+    which PySpark's Arrow path does not take). A time without a zone is a local time, as PySpark
+    reads it from a list."""
+    rows = list(rows)
+    verify = _make_type_verifier(schema)  # what createDataFrame checks of a list's rows
+    for row in rows:
+        verify(row)
+    types = _arrow_types(schema)
+    if int(pyspark.__version__.split(".", 1)[0]) < 4 or types is None or _arrow_batch_limit(spark) <= 0:
+        return spark.createDataFrame(rows, schema)
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    table = pa.Table.from_pylist(
-        [dict(zip(arrow_schema.names, row, strict=True)) for row in rows], schema=arrow_schema
-    )
-    return spark.createDataFrame(table, schema)
+    columns = [
+        pa.array([_arrow_value(row[index]) for row in rows], type=arrow_type)
+        for index, arrow_type in enumerate(types)
+    ]
+    fields = [pa.field(field.name, arrow_type) for field, arrow_type in zip(schema, types, strict=True)]
+    return spark.createDataFrame(pa.Table.from_arrays(columns, schema=pa.schema(fields)), schema)
+
+
+def _arrow_types(schema: StructType) -> list[Any] | None:
+    """The Arrow type of each column, in UTC for a time; None when a column is of another type."""
+    import pyarrow as pa
+
+    by_type = {
+        StringType: pa.string(),
+        LongType: pa.int64(),
+        IntegerType: pa.int32(),
+        DoubleType: pa.float64(),
+        BooleanType: pa.bool_(),
+        DateType: pa.date32(),
+        TimestampType: pa.timestamp("us", tz="UTC"),
+    }
+    types = [by_type.get(type(field.dataType)) for field in schema]
+    return None if None in types else types
+
+
+def _arrow_value(value: Any) -> Any:
+    """A time without a zone as the local time PySpark takes it for (in a list's row); any other
+    value as it is."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.astimezone(timezone.utc)
+    return value
+
+
+def _arrow_batch_limit(spark: SparkSession) -> int:
+    try:
+        return int(spark.conf.get(_ARROW_BATCH_RECORDS, "10000") or "10000")
+    except ValueError:
+        return 0
+
+
+_ARROW_BATCH_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 def strings_schema(*names: str) -> StructType:

@@ -235,36 +235,61 @@ def test_a_delta_spark_whose_jars_cannot_be_had_is_refused_in_one_line(tmp_path)
     assert f"Ivy's report is in {log}" in lines[0] and "unresolved dependency" in log.read_text()
 
 
-def test_a_local_frame_holds_its_rows_as_spark_would_read_them_in_any_session_time_zone(spark):
+def test_a_local_frame_holds_what_a_list_of_its_rows_gives_spark(spark, monkeypatch):
     """The history's, the ledger's and the owner lookups' rows go to Spark as an Arrow table on
-    Spark 4 (no Python worker) and as a list on 3.5: the same values either way, a zone-aware
-    time being the same instant whatever the session's time zone."""
+    Spark 4 (no Python worker) and as a list on 3.5: the same values either way, in any session
+    time zone, a time without a zone being the process's local time as in a list; the same
+    checks of the values; and Arrow batches of no limit."""
+    import time
     from datetime import datetime, timezone
 
-    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 
     from core.session import local_frame, strings_schema
 
     schema = StructType(
-        [StructField("name", StringType()), StructField("n", LongType()), StructField("at", TimestampType())]
+        [
+            StructField("name", StringType()),
+            StructField("n", LongType()),
+            StructField("x", DoubleType()),
+            StructField("at", TimestampType()),
+            StructField("local", TimestampType()),
+        ]
     )
-    at = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
-    rows = [("a/ü key", 2**40, at), (None, None, None)]
-    zone = spark.conf.get("spark.sql.session.timeZone")
+    rows = [
+        (
+            "a/ü key",
+            2**40,
+            0.5,
+            datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc),
+            datetime(2026, 7, 1, 12, 30),  # local, outside a change of clocks
+        ),
+        (None, None, None, None, None),
+    ]
+    micros = "name, n, x, unix_micros(at) AS at, unix_micros(local) AS local"
+    zone, limit = spark.conf.get("spark.sql.session.timeZone"), "spark.sql.execution.arrow.maxRecordsPerBatch"
+    monkeypatch.setenv("TZ", "Europe/Berlin")  # the process's local time, which a naive time is in
+    time.tzset()
     try:
         for session_zone in ("UTC", "Australia/Lord_Howe"):
             spark.conf.set("spark.sql.session.timeZone", session_zone)
             frame = local_frame(spark, rows, schema)
             assert frame.schema == schema
-            read = frame.selectExpr("name", "n", "unix_micros(at) AS micros").collect()
-            assert [tuple(r) for r in read] == [
-                ("a/ü key", 2**40, int(at.timestamp()) * 10**6),
-                (None, None, None),
-            ]
-        assert local_frame(spark, [], strings_schema("x", "y")).count() == 0
+            assert (
+                frame.selectExpr(*micros.split(", ")).collect()
+                == spark.createDataFrame(rows, schema).selectExpr(*micros.split(", ")).collect()
+            )
+        assert frame.selectExpr("unix_micros(local)").first()[0] == int(rows[0][4].timestamp()) * 10**6
+        spark.conf.set(limit, "0")  # no limit, which PySpark's Arrow path does not take
         assert local_frame(spark, [("p", "q")], strings_schema("x", "y")).collect()[0].asDict() == {
             "x": "p",
             "y": "q",
         }
+        assert local_frame(spark, [], strings_schema("x", "y")).count() == 0
+        with pytest.raises(TypeError):  # as createDataFrame refuses it
+            local_frame(spark, [("a", 1.5, None, None, None)], schema)
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
+        spark.conf.unset(limit)
+        monkeypatch.undo()
+        time.tzset()

@@ -188,18 +188,19 @@ def _read_run_figures(
     sized_by_user: bool,
 ) -> None:
     """The figures of the run's tables in the pinned inventory (:func:`_read_figures`), on a
-    session of their own sized to the inventory table, in the run's job group for them."""
-    with job_group(spark, "inventory-vacuum run: inventory figures"):
-        try:
+    session of their own sized to the inventory table, in the run's job group for them. Runs on
+    a thread of its own, whose failure no one asks for: a failure is logged, and the tables
+    without figures count their own."""
+    try:
+        with job_group(spark, "inventory-vacuum run: inventory figures"):
             session = session_for(
                 spark,
                 StorageLocation.parse(inventory_table, what="inventory table"),
                 sized_by_user=sized_by_user,
             )
-        except Exception as error:  # the tables count their own figures
-            log.warning("figures of the inventory %s: %s", inventory_table, spark_error_summary(error))
-            return
-        _read_figures(spark, session, tables, inventory_table, context, one_job=not sized_by_user)
+            _read_figures(spark, session, tables, inventory_table, context, one_job=not sized_by_user)
+    except Exception as error:
+        log.warning("figures of the inventory %s: %s", inventory_table, spark_error_summary(error))
 
 
 def _read_figures(
@@ -211,7 +212,7 @@ def _read_figures(
     *,
     one_job: bool = False,
 ) -> None:
-    """The figures of the run's tables in the pinned inventory, before any table runs, on
+    """The figures of the run's tables in the pinned inventory, before any table is gated, on
     ``session``, whose ``snapshotPartitions`` is sized to the inventory table (``spark`` is active
     again after). Delta builds the inventory's snapshot state once, on its first query, with that
     query's session setting; every table's scan of the inventory then plans its file skipping over

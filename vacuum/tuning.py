@@ -53,7 +53,8 @@ def interpret_small_plan(spark: SparkSession, objects: int) -> bool:
     """This session is this table's: when the inventory holds at most
     :data:`INTERPRETED_UP_TO_OBJECTS` objects under it, its queries (Delta's snapshot and dry run,
     the gates, the check, the deletes) run on Spark's interpreted evaluation instead of generated
-    code. Returns whether they do.
+    code. Returns whether they do. A snapshot loaded before the run's figures were known (the
+    first tables', :func:`vacuum.runner._run_tables`) was loaded on the session's own.
 
     Spark generates Java source for every operator of a query, and for many of them again in every
     task (the projections of Delta's typed Datasets, of a scan of a Python RDD), before it looks
