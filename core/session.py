@@ -26,7 +26,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -701,25 +701,39 @@ def local_frame(spark: SparkSession, rows: Sequence[tuple[Any, ...]], schema: St
     From a list, PySpark pickles the rows and turns them into Spark's in a Python worker: a job
     that starts the worker (a process forked from a daemon it starts first, which imports PySpark)
     for a few rows. From an Arrow table (Spark 4.0 on) the JVM reads the rows from Arrow's stream
-    itself and no Python process starts. The list goes on Spark 3.5, for a column of a type not
-    in :func:`_arrow_types`, and when Spark's Arrow batches have no limit (a limit of 0 or less,
-    which PySpark's Arrow path does not take). A time without a zone is a local time, as PySpark
-    reads it from a list."""
+    itself and no Python process starts. The rows go as a list wherever the two could differ: on
+    Spark 3.5, for a column of a type not in :func:`_arrow_types`, for a time without a zone (a
+    list's is the process's local time, which Python's and Arrow's conversions read differently
+    when clocks change) or a time in a date column, when Arrow does not take a value, and when
+    Spark's Arrow batches have no limit (a limit of 0 or less, which PySpark's Arrow path does not
+    take)."""
     rows = list(rows)
     verify = _make_type_verifier(schema)  # what createDataFrame checks of a list's rows
     for row in rows:
         verify(row)
-    types = _arrow_types(schema)
-    if int(pyspark.__version__.split(".", 1)[0]) < 4 or types is None or _arrow_batch_limit(spark) <= 0:
+    table = _arrow_table(rows, schema) if int(pyspark.__version__.split(".", 1)[0]) >= 4 else None
+    if table is None or _arrow_batch_limit(spark) <= 0:
         return spark.createDataFrame(rows, schema)
+    return spark.createDataFrame(table, schema)
+
+
+def _arrow_table(rows: list[tuple[Any, ...]], schema: StructType) -> Any:
+    """The rows as a pyarrow Table of :func:`_arrow_types`, or None where the list must go."""
     import pyarrow as pa
 
-    columns = [
-        pa.array([_arrow_value(row[index]) for row in rows], type=arrow_type)
-        for index, arrow_type in enumerate(types)
-    ]
-    fields = [pa.field(field.name, arrow_type) for field, arrow_type in zip(schema, types, strict=True)]
-    return spark.createDataFrame(pa.Table.from_arrays(columns, schema=pa.schema(fields)), schema)
+    types = _arrow_types(schema)
+    if types is None or any(
+        isinstance(value, datetime) and (value.tzinfo is None or isinstance(field.dataType, DateType))
+        for row in rows
+        for value, field in zip(row, schema, strict=True)
+    ):
+        return None
+    try:
+        columns = [pa.array([row[index] for row in rows], type=kind) for index, kind in enumerate(types)]
+    except (pa.ArrowException, ValueError, OverflowError, UnicodeError):  # a lone surrogate, say
+        return None
+    fields = [pa.field(field.name, kind) for field, kind in zip(schema, types, strict=True)]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 def _arrow_types(schema: StructType) -> list[Any] | None:
@@ -737,14 +751,6 @@ def _arrow_types(schema: StructType) -> list[Any] | None:
     }
     types = [by_type.get(type(field.dataType)) for field in schema]
     return None if None in types else types
-
-
-def _arrow_value(value: Any) -> Any:
-    """A time without a zone as the local time PySpark takes it for (in a list's row); any other
-    value as it is."""
-    if isinstance(value, datetime) and value.tzinfo is None:
-        return value.astimezone(timezone.utc)
-    return value
 
 
 def _arrow_batch_limit(spark: SparkSession) -> int:

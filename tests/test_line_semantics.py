@@ -238,14 +238,15 @@ def test_a_delta_spark_whose_jars_cannot_be_had_is_refused_in_one_line(tmp_path)
 def test_a_local_frame_holds_what_a_list_of_its_rows_gives_spark(spark, monkeypatch):
     """The history's, the ledger's and the owner lookups' rows go to Spark as an Arrow table on
     Spark 4 (no Python worker) and as a list on 3.5: the same values either way, in any session
-    time zone, a time without a zone being the process's local time as in a list; the same
-    checks of the values; and Arrow batches of no limit."""
+    time zone; a time without a zone (the process's local time, read differently when clocks
+    change) goes as a list; the same checks of the values; and Arrow batches of no limit."""
     import time
     from datetime import datetime, timezone
 
+    import pyspark
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType, TimestampType
 
-    from core.session import local_frame, strings_schema
+    from core.session import _arrow_table, local_frame, strings_schema
 
     schema = StructType(
         [
@@ -253,41 +254,35 @@ def test_a_local_frame_holds_what_a_list_of_its_rows_gives_spark(spark, monkeypa
             StructField("n", LongType()),
             StructField("x", DoubleType()),
             StructField("at", TimestampType()),
-            StructField("local", TimestampType()),
         ]
     )
-    rows = [
-        (
-            "a/ü key",
-            2**40,
-            0.5,
-            datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc),
-            datetime(2026, 7, 1, 12, 30),  # local, outside a change of clocks
-        ),
-        (None, None, None, None, None),
+    aware = [
+        ("a/ü key", 2**40, 0.5, datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)),
+        (None, None, None, None),
     ]
-    micros = "name, n, x, unix_micros(at) AS at, unix_micros(local) AS local"
+    # the callers' rows, times in UTC, go as Arrow on Spark 4; a local time as a list, at a change of
+    # clocks too (02:30 twice on that night in Berlin)
+    assert (_arrow_table(aware, schema) is not None) == (int(pyspark.__version__.split(".")[0]) >= 4)
+    local = [("b", 1, 1.0, datetime(2026, 10, 25, 2, 30, fold=1))]
+    assert _arrow_table(local, schema) is None
+    micros = "name, n, x, unix_micros(at) AS at"
     zone, limit = spark.conf.get("spark.sql.session.timeZone"), "spark.sql.execution.arrow.maxRecordsPerBatch"
     monkeypatch.setenv("TZ", "Europe/Berlin")  # the process's local time, which a naive time is in
     time.tzset()
     try:
         for session_zone in ("UTC", "Australia/Lord_Howe"):
             spark.conf.set("spark.sql.session.timeZone", session_zone)
-            frame = local_frame(spark, rows, schema)
-            assert frame.schema == schema
-            assert (
-                frame.selectExpr(*micros.split(", ")).collect()
-                == spark.createDataFrame(rows, schema).selectExpr(*micros.split(", ")).collect()
-            )
-        assert frame.selectExpr("unix_micros(local)").first()[0] == int(rows[0][4].timestamp()) * 10**6
-        spark.conf.set(limit, "0")  # no limit, which PySpark's Arrow path does not take
-        assert local_frame(spark, [("p", "q")], strings_schema("x", "y")).collect()[0].asDict() == {
-            "x": "p",
-            "y": "q",
-        }
+            for rows in (aware, local):
+                frame = local_frame(spark, rows, schema)
+                assert frame.schema == schema
+                expected = spark.createDataFrame(rows, schema).selectExpr(*micros.split(", ")).collect()
+                assert frame.selectExpr(*micros.split(", ")).collect() == expected
         assert local_frame(spark, [], strings_schema("x", "y")).count() == 0
         with pytest.raises(TypeError):  # as createDataFrame refuses it
-            local_frame(spark, [("a", 1.5, None, None, None)], schema)
+            local_frame(spark, [("a", 1.5, None, None)], schema)
+        spark.conf.set(limit, "0")  # no limit, which PySpark's Arrow path does not take
+        only = local_frame(spark, [("p", "q")], strings_schema("x", "y")).collect()
+        assert [row.asDict() for row in only] == [{"x": "p", "y": "q"}]
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
         spark.conf.unset(limit)
