@@ -784,7 +784,7 @@ def test_a_runs_figures_read_only_its_tables_rows_and_a_failed_query_is_only_log
 
     counted = RunContext("r", 0, ())
     with caplog.at_level("WARNING", logger=runner.log.name):
-        runner._read_figures(spark, spark, tables, str(location), counted)
+        runner._read_run_figures(spark, spark, tables, str(location), counted)
     assert [r.getMessage() for r in caplog.records if r.name == runner.log.name] == []
     for table in tables:
         assert counted.figures_of_table(table.location) == expected[table.name]
@@ -798,67 +798,9 @@ def test_a_runs_figures_read_only_its_tables_rows_and_a_failed_query_is_only_log
     monkeypatch.setattr(RunContext, "figures_of_tables", failing)
     failed = RunContext("r", 0, ())
     with caplog.at_level("WARNING", logger=runner.log.name):
-        runner._read_figures(spark, spark, tables, str(location), failed)
+        runner._read_run_figures(spark, spark, tables, str(location), failed)
     assert "the tables' query failed" in caplog.text
     assert failed.table_figures == {} and scans == []
-
-
-def test_tables_load_their_snapshots_while_the_run_s_figures_are_read_and_fail_alone(
-    spark, tmp_path, monkeypatch
-):
-    """Tables starting before the run's figures are read load their snapshots meanwhile, then wait
-    for the figures before they plan, and plan as they would have; a table whose snapshot cannot
-    be read fails alone, with the reason it gets when loaded after the figures. The figures here
-    end 2 s after both snapshots were loaded."""
-    from concurrent.futures import Future
-
-    from core.registry import RegisteredTable
-    from vacuum import runner
-    from vacuum.context import RunContext, VacuumOptions
-
-    def registered(name: str, path: Path) -> RegisteredTable:
-        uri = path.as_uri()
-        return RegisteredTable(name=name, path=uri, location=StorageLocation.parse(uri), owner="o")
-
-    spark.range(3).write.format("delta").save(str(tmp_path / "early"))
-    (tmp_path / "early" / "orphan.parquet").write_bytes(b"orphan")
-    (tmp_path / "none").mkdir()
-    tables = [registered("none", tmp_path / "none"), registered("early", tmp_path / "early")]
-    figures: Future[None] = Future()
-    loaded: list[bool] = []  # whether the figures were read, as each snapshot load ended
-    planned: list[bool] = []  # and as each table asked Delta for its plan
-    load, plan = runner.load_table_state, runner.dry_run_candidates
-
-    def loading(*args, **kwargs):  # type: ignore[no-untyped-def]
-        try:
-            return load(*args, **kwargs)
-        finally:
-            loaded.append(figures.done())
-            if len(loaded) == 2:
-                threading.Timer(2, figures.set_result, (None,)).start()
-
-    def planning(*args, **kwargs):  # type: ignore[no-untyped-def]
-        planned.append(figures.done())
-        return plan(*args, **kwargs)
-
-    monkeypatch.setattr(runner, "load_table_state", loading)
-    monkeypatch.setattr(runner, "dry_run_candidates", planning)
-    # side by side, so that both start before the figures end
-    options = VacuumOptions(
-        mode="list", dry_run=True, retain_hours=0, allow_unsafe_retention=True, parallel=2
-    )
-    ran = {
-        r.name: r
-        for r in runner._run_tables(spark, tables, options, RunContext("r", None, ()), False, False, figures)
-    }
-    assert loaded == [False, False] and planned == [True]
-    assert ran["early"].status == "ok" and ran["early"].planned_files == 1 and ran["early"].table_version == 0
-    after = {
-        r.name: r for r in runner._run_tables(spark, tables, options, RunContext("r", None, ()), False, False)
-    }
-    assert ran["none"].status == after["none"].status == "refused"  # no Delta log there
-    assert ran["none"].reason and ran["none"].reason == after["none"].reason
-    assert (ran["early"].planned_files, ran["early"].planned_bytes) == (1, after["early"].planned_bytes)
 
 
 def test_a_table_without_rows_is_judged_by_its_buckets_delivery_and_one_with_rows_by_its_own(spark):

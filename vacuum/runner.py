@@ -21,7 +21,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from functools import partial
@@ -55,7 +55,7 @@ from vacuum.plan import (
     vacuum_sql,
 )
 from vacuum.results import KEPT_DIRECTORY, TableRun, VacuumResult
-from vacuum.snapshot import TableState, load_table_state
+from vacuum.snapshot import load_table_state
 from vacuum.tuning import (
     activate,
     adaptive_off_until_sized,
@@ -78,9 +78,6 @@ _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 # without one a run over 250 tables filled a 4 GB driver. A collection takes about 50 ms in the
 # command's own process: one after every 8th table bounds what waits for it, whatever the heap.
 COLLECT_EVERY_TABLES = 8
-
-# a table's snapshot as :func:`~vacuum.snapshot.load_table_state` gives it: its facts and its files
-Snapshot = tuple[TableState, DataFrame]
 
 __all__ = ["VacuumOptions", "vacuum_table", "vacuum_tables", "write_candidates"]
 
@@ -112,19 +109,21 @@ def vacuum_tables(
 
     sized_by_user = snapshot_sized_by_user(spark)
     codegen_by_user = codegen_set_by_user(spark)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-figures") as background:
-        figures_read: Future[None] | None = None
-        try:
-            if options.inventory_table and version is not None:
-                # read on a thread of their own: the first tables load their snapshots meanwhile
-                figures_read = background.submit(
-                    _read_run_figures, spark, tables, options.inventory_table, context, sized_by_user
+    try:
+        if options.inventory_table and version is not None:
+            with job_group(spark, "inventory-vacuum run: inventory figures"):
+                inventory_location = StorageLocation.parse(options.inventory_table, what="inventory table")
+                _read_run_figures(
+                    spark,
+                    session_for(spark, inventory_location, sized_by_user=sized_by_user),
+                    tables,
+                    options.inventory_table,
+                    context,
+                    one_job=not sized_by_user,
                 )
-            runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user, figures_read)
-        finally:
-            if figures_read is not None:
-                wait([figures_read])  # its rows are read into the cache before they are released
-            context.release_all_rows()  # the small tables' rows read together, whatever stopped the run
+        runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user)
+    finally:
+        context.release_all_rows()  # the small tables' rows read together, whatever stopped the run
     if options.history_table:
         record_vacuum_runs(spark, options.history_table, run_id, runs)
     return VacuumResult(runs, run_id)
@@ -137,11 +136,8 @@ def _run_tables(
     context: RunContext,
     sized_by_user: bool,
     codegen_by_user: bool,
-    figures_read: Future[None] | None = None,
 ) -> list[TableRun]:
-    """Each table's vacuum, ``options.parallel`` at a time, in the order of ``tables``. While
-    ``figures_read`` (the run's figures, on a thread of their own) runs, a table starting loads
-    its snapshot, then waits for it."""
+    """Each table's vacuum, ``options.parallel`` at a time, in the order of ``tables``."""
     finished = itertools.count(1)
 
     def run_one(table: RegisteredTable) -> TableRun:
@@ -150,15 +146,6 @@ def _run_tables(
             # a snapshot sized to the table has nothing for adaptive execution to coalesce; one
             # of the user's size (Delta's 50 partitions, say) keeps it
             adaptive_off_until_sized(session)
-        early, early_seconds = None, 0.0
-        if figures_read is not None and not figures_read.done():
-            # the snapshot needs none of the figures: loading it meanwhile puts the other core to
-            # work. It loads on the session's own evaluation (generated code unless the user set
-            # it): whether the table is small is known from the figures only
-            loading = time.monotonic()
-            early = _load_snapshot_early(session, table)
-            early_seconds = time.monotonic() - loading
-            wait([figures_read])
         # a table's size is known before it runs only from the run's figures (inventory mode)
         figures = context.figures_of_table(table.location) if options.mode == Mode.INVENTORY else None
         if (
@@ -168,10 +155,7 @@ def _run_tables(
         ):
             log.info("%s: planned on Spark's interpreted evaluation (a small table)", table.name)
         try:
-            # the table's time: the early load's and its own, not the wait for the run's figures
-            return vacuum_table(
-                session, table, options, context, early=early, started=time.monotonic() - early_seconds
-            )
+            return vacuum_table(session, table, options, context)
         finally:
             if next(finished) % COLLECT_EVERY_TABLES == 0:
                 gc.collect()
@@ -182,29 +166,6 @@ def _run_tables(
 
 def _read_run_figures(
     spark: SparkSession,
-    tables: Sequence[RegisteredTable],
-    inventory_table: str,
-    context: RunContext,
-    sized_by_user: bool,
-) -> None:
-    """The figures of the run's tables in the pinned inventory (:func:`_read_figures`), on a
-    session of their own sized to the inventory table, in the run's job group for them. Runs on
-    a thread of its own, whose failure no one asks for: a failure is logged, and the tables
-    without figures count their own."""
-    try:
-        with job_group(spark, "inventory-vacuum run: inventory figures"):
-            session = session_for(
-                spark,
-                StorageLocation.parse(inventory_table, what="inventory table"),
-                sized_by_user=sized_by_user,
-            )
-            _read_figures(spark, session, tables, inventory_table, context, one_job=not sized_by_user)
-    except Exception as error:
-        log.warning("figures of the inventory %s: %s", inventory_table, spark_error_summary(error))
-
-
-def _read_figures(
-    spark: SparkSession,
     session: SparkSession,
     tables: Sequence[RegisteredTable],
     inventory_table: str,
@@ -212,7 +173,7 @@ def _read_figures(
     *,
     one_job: bool = False,
 ) -> None:
-    """The figures of the run's tables in the pinned inventory, before any table is gated, on
+    """The figures of the run's tables in the pinned inventory, before any table runs, on
     ``session``, whose ``snapshotPartitions`` is sized to the inventory table (``spark`` is active
     again after). Delta builds the inventory's snapshot state once, on its first query, with that
     query's session setting; every table's scan of the inventory then plans its file skipping over
@@ -262,40 +223,11 @@ def _logged_on_failure(what: str, *steps: Callable[[], object]) -> bool:
     return True
 
 
-def _load_snapshot_early(spark: SparkSession, table: RegisteredTable) -> Callable[[], Snapshot]:
-    """Load the table's snapshot now, in its job group; the returned function gives it to
-    :func:`_vacuum`, or raises again, where the table's errors are handled, what loading raised."""
-    _in_table_group(spark, table)
-    name_jobs(spark, "snapshot")
-    try:
-        loaded = load_table_state(spark, table.location.uri)
-    except Exception as error:
-        failure = error
-
-        def failed() -> Snapshot:
-            raise failure
-
-        return failed
-    return lambda: loaded
-
-
-def _in_table_group(spark: SparkSession, table: RegisteredTable) -> None:
-    spark.sparkContext.setJobGroup(f"vacuum {table.name}", f"inventory-vacuum: {table.name}")
-
-
 def vacuum_table(
-    spark: SparkSession,
-    table: RegisteredTable,
-    options: VacuumOptions,
-    context: RunContext,
-    *,
-    early: Callable[[], Snapshot] | None = None,
-    started: float | None = None,
+    spark: SparkSession, table: RegisteredTable, options: VacuumOptions, context: RunContext
 ) -> TableRun:
-    """Plan, gate and (unless a dry run) delete for one table. Never raises. ``early``: its
-    snapshot, loaded already (:func:`_load_snapshot_early`); ``started``: the ``time.monotonic()``
-    its time is counted from, when not this call's."""
-    started = time.monotonic() if started is None else started
+    """Plan, gate and (unless a dry run) delete for one table. Never raises."""
+    started = time.monotonic()
     run = TableRun(
         name=table.name,
         path=table.path,
@@ -305,9 +237,9 @@ def vacuum_table(
         delete_with=options.delete_path(table.location),
         inventory_version=context.inventory_version,
     )
-    _in_table_group(spark, table)
+    spark.sparkContext.setJobGroup(f"vacuum {table.name}", f"inventory-vacuum: {table.name}")
     try:
-        _vacuum(TableContext(spark, table, options, context, run), early)
+        _vacuum(TableContext(spark, table, options, context, run))
         run.status = Status.OK
     except VacuumRefused as refusal:
         run.status, run.reason = Status.REFUSED, str(refusal)
@@ -352,10 +284,10 @@ def _retention(ctx: TableContext) -> float | None:
     return retain_argument
 
 
-def _vacuum(ctx: TableContext, early: Callable[[], Snapshot] | None = None) -> None:
+def _vacuum(ctx: TableContext) -> None:
     spark, table, options, run, location = ctx.spark, ctx.table, ctx.options, ctx.run, ctx.location
     name_jobs(spark, "snapshot")
-    ctx.state, ctx.live_files = early() if early is not None else load_table_state(spark, location.uri)
+    ctx.state, ctx.live_files = load_table_state(spark, location.uri)
     state = ctx.state
     run.table_version = state.version
     retain_argument = _retention(ctx)

@@ -53,8 +53,7 @@ def interpret_small_plan(spark: SparkSession, objects: int) -> bool:
     """This session is this table's: when the inventory holds at most
     :data:`INTERPRETED_UP_TO_OBJECTS` objects under it, its queries (Delta's snapshot and dry run,
     the gates, the check, the deletes) run on Spark's interpreted evaluation instead of generated
-    code. Returns whether they do. A snapshot loaded before the run's figures were known (the
-    first tables', :func:`vacuum.runner._run_tables`) was loaded on the session's own.
+    code. Returns whether they do.
 
     Spark generates Java source for every operator of a query, and for many of them again in every
     task (the projections of Delta's typed Datasets, of a scan of a Python RDD), before it looks
@@ -110,7 +109,7 @@ def adaptive_off_until_sized(spark: SparkSession) -> None:
 
 
 def aggregate_in_one_job(spark: SparkSession) -> None:
-    """This session is the run's figures' (:func:`vacuum.runner._read_figures`): each of
+    """This session is the run's figures' (:func:`vacuum.runner._read_run_figures`): each of
     its queries ends in a few rows (at most :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` tables'
     figures, or a count of rows read into Spark's cache), so one shuffle
     partition holds what its aggregations gather, each task having aggregated its own rows first.
