@@ -754,13 +754,8 @@ def _arrow_types(schema: StructType) -> list[Any] | None:
 
 
 def _arrow_batch_limit(spark: SparkSession) -> int:
-    try:
-        return int(spark.conf.get(_ARROW_BATCH_RECORDS, "10000") or "10000")
-    except ValueError:
-        return 0
-
-
-_ARROW_BATCH_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    """Spark's limit of rows in an Arrow batch (Spark checks that it is a number when it is set)."""
+    return int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000") or "10000")
 
 
 def strings_schema(*names: str) -> StructType:

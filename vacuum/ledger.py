@@ -26,7 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from core.errors import spark_error_summary
-from core.tables import LEDGER_SCHEMA, delta_table_exists, is_ledger, local_frame, read_ledger
+from core.session import local_frame
+from core.tables import LEDGER_SCHEMA, delta_table_exists, is_ledger, read_ledger
 from vacuum.tuning import broadcast_threshold
 
 log = logging.getLogger("inventory_vacuum")
