@@ -254,6 +254,8 @@ def markdown(document: dict[str, Any]) -> str:
     lines = [
         f"# Many tables: {document['tables']} tables of {document['files_per_table']:,} files, dry runs",
         "",
+        f"`{document['command'].strip()}` at {document.get('code', 'an unrecorded commit')}, started "
+        f"{document['started_at'][:19]}Z. "
         f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
         f"{document['machine_before'].get('load_average_1_5_15')}; Spark session start "
         f"{document['spark_start_seconds']:.1f} s (once, not in the figures below); ingest of the "

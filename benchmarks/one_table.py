@@ -105,13 +105,6 @@ def other_objects(count: int) -> Iterator[dict[str, Any]]:
                "checksum_algorithm": None}  # fmt: skip
 
 
-def code_version() -> str:
-    """The commit the benchmark ran, and whether tracked files differed from it."""
-    head, dirty = (subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True).stdout.strip()
-                   for a in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"]))  # fmt: skip
-    return (head or "unknown") + (" with uncommitted changes" if dirty else "")
-
-
 def timed_process(command: list[str], env: dict[str, str], output: Path) -> dict[str, int]:
     """Run ``command`` in a new process group: epoch ms of its start, of its exit, and of when
     its group's last process (a JVM outlives its Python) was gone; only then does the next start."""
@@ -454,7 +447,6 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server) -> dict[str, Any]:
                         and all(r.get("matches_garbage", 1) for r in records)}  # fmt: skip
     return {
         **run_header("one_table", started_at, before),
-        "code": code_version(),
         "rounds": args.rounds,
         "table": {"uri": table.uri, "files": args.files, "partitions": PARTITION_DAYS * 24,
                   "categories": table.counts(), "garbage": len(garbage)},

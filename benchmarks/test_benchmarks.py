@@ -7,6 +7,7 @@ alone: ``.venv/bin/python -m pytest benchmarks/test_benchmarks.py``.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -422,3 +423,34 @@ def test_counted_jvm_calls_counts_each_round_trip_to_the_jvm_from_every_thread()
         assert calls() == 200
     finally:
         gateway.shutdown()
+
+
+def test_every_result_names_the_commit_it_ran_at_and_the_fleets_markdown_shows_it() -> None:
+    """Every benchmark's result document (its run header) records the commit it ran at, marked
+    when tracked files differed from it; the fleet's Markdown names its command and that commit."""
+    import subprocess
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    from benchmarks.many_tables import markdown as fleet_markdown
+    from benchmarks.vacuum_at_scale import code_version, machine, run_header
+
+    repository = Path(__file__).resolve().parent.parent
+    head = subprocess.run(
+        ["git", "-C", str(repository), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    header = run_header("many_tables", datetime(2026, 12, 3, tzinfo=timezone.utc), machine())
+    assert header["code"] == code_version() and header["code"].split(" ")[0] == head, header["code"]
+    assert header["code"] in (head, f"{head} with uncommitted changes")
+    # the fleet's committed result, as if it had run at abc1234
+    document = json.loads(
+        (repository / "benchmarks" / "results" / "many_tables.json").read_text(encoding="utf-8")
+    )
+    document["code"] = "abc1234"
+    started = document["started_at"][:19]
+    assert f"`{document['command'].strip()}` at abc1234, started {started}Z. Machine:" in fleet_markdown(
+        document
+    )

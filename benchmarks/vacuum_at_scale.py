@@ -25,6 +25,7 @@ import logging
 import os
 import platform
 import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -475,11 +476,25 @@ def machine() -> dict[str, Any]:
     }
 
 
+def code_version() -> str:
+    """The commit the benchmark ran, and whether tracked files differed from it."""
+    repository = Path(__file__).resolve().parent.parent
+    head, dirty = (
+        subprocess.run(
+            ["git", "-C", str(repository), *arguments], capture_output=True, text=True
+        ).stdout.strip()
+        for arguments in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"])
+    )
+    return (head or "unknown") + (" with uncommitted changes" if dirty else "")
+
+
 def run_header(benchmark: str, started_at: datetime, before: dict[str, Any]) -> dict[str, Any]:
-    """The first keys of every benchmark's result document: what ran, when, on what machine."""
+    """The first keys of every benchmark's result document: what ran, at which commit, when, on
+    what machine."""
     return {
         "benchmark": benchmark,
         "command": f"python -m benchmarks.{benchmark} " + " ".join(sys.argv[1:]),
+        "code": code_version(),
         "started_at": started_at.isoformat(),
         "machine_before": before,
         "machine_after": machine(),
