@@ -309,6 +309,46 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     assert bigger.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
 
 
+def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_nothing(spark):
+    """A table whose plan shuffles into one partition reads its inputs in one: the plan's joins
+    and aggregations then need no shuffle (a query stage and its tasks each), and its rows are
+    the same. A bigger table's inputs keep their partitions."""
+    from pyspark.sql import functions as F
+
+    from vacuum.tuning import in_one_partition, size_shuffles, unsize_shuffles
+
+    session = spark.newSession()
+    configured = session.conf.get("spark.sql.maxSinglePartitionBytes")
+    size_shuffles(session, 1_000)
+    # rows of an RDD, as Delta's files are: of unknown size, which Spark takes for very big (and
+    # from Spark 4.0 shuffles out of one partition into the session's, unless told otherwise)
+    left = session.createDataFrame(
+        session.sparkContext.parallelize([(number,) for number in range(300)], 3), "id long"
+    ).withColumn("side", F.lit("left"))
+    right = session.range(100, 400, numPartitions=2).withColumn("other", F.lit("right"))
+
+    def joined(one: bool):
+        pick = (lambda frame: in_one_partition(session, frame)) if one else (lambda frame: frame)
+        return (
+            pick(left)
+            .join(pick(right), "id", "left")
+            .groupBy((F.col("id") % 7).alias("group"))
+            .agg(F.count(F.lit(1)).alias("rows"), F.count("other").alias("matched"))
+        )
+
+    single = joined(True)
+    assert single.rdd.getNumPartitions() == 1
+    assert "Exchange" not in single._jdf.queryExecution().executedPlan().toString()
+    assert "Exchange" in joined(False)._jdf.queryExecution().executedPlan().toString()
+    assert sorted(single.collect()) == sorted(joined(False).collect())
+    unsize_shuffles(session)  # the delete's own settings
+    assert session.conf.get("spark.sql.maxSinglePartitionBytes") == configured
+    bigger = spark.newSession()
+    size_shuffles(bigger, 50_001)  # two partitions: each input as it is
+    frame = bigger.range(0, 10, numPartitions=3)
+    assert in_one_partition(bigger, frame) is frame
+
+
 def test_a_run_lets_go_of_each_tables_jvm_objects_though_py4j_keeps_them_in_reference_cycles(
     spark, tmp_path, monkeypatch
 ):

@@ -34,7 +34,7 @@ from vacuum.plan import (
 )
 from vacuum.results import KEPT_NESTED_TABLE, KEPT_PROTECTED_PATH, TableRun
 from vacuum.snapshot import TableState, newest_version
-from vacuum.tuning import size_shuffles
+from vacuum.tuning import in_one_partition, size_shuffles
 
 # A modificationTime below this (1973-03-03 in milliseconds) is a time in seconds: read as
 # milliseconds, every file would look decades old and in-flight files would become eligible.
@@ -129,11 +129,11 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
     # cached in only the columns read again: caching costs in proportion to the bytes
     classified = (
         classify_objects(
-            table_objects(under, location),
+            in_one_partition(spark, table_objects(under, location)),
             state,
             nested_roots=nested_roots,
             protected_prefixes=protected_prefixes,
-            deleted_earlier=deleted,
+            deleted_earlier=in_one_partition(spark, deleted) if deleted is not None else None,
             check_sendable=run.delete_with == DeleteWith.BATCH,
             delete_markers=run.delete_with == DeleteWith.BATCH,
         )
@@ -143,6 +143,7 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
     try:
         slice_frame = inventory_slice(classified, state).persist()
         assert ctx.live_files is not None
+        ctx.live_files = in_one_partition(spark, ctx.live_files)
         counts = slice_counts(
             classified, slice_frame, ctx.live_files, int(taken_at.timestamp() * 1000), state
         )

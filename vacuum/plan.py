@@ -193,10 +193,13 @@ def classify_objects(
     distinct_markers = markers.distinct()
     if broadcast_threshold(objects.sparkSession) >= 0:
         distinct_markers = F.broadcast(distinct_markers)
+    # an inner join with the distinct markers is the semi join's rows (one match at most), and
+    # Spark's optimiser does not move it below a coalesce to one partition as it does a semi join
+    # (see vacuum.tuning.in_one_partition), where it would need a shuffle
     named_like_markers = (
         objects.where(~F.col("folder_marker"))
         .select("relative_path")
-        .join(distinct_markers, "relative_path", "left_semi")
+        .join(distinct_markers, "relative_path", "inner")
     )
     directories = (
         objects.where(F.size("components") > 1)

@@ -60,6 +60,7 @@ from vacuum.tuning import (
     activate,
     adaptive_off_until_sized,
     aggregate_in_one_job,
+    in_one_partition,
     interpret_small_plan,
     session_for,
     unsize_shuffles,
@@ -313,7 +314,9 @@ def _vacuum(ctx: TableContext) -> None:
             state, mode=options.mode, retention_hours=retain_argument, dry_run=True, inventory_view=view
         )
         log.info("%s: %s", table.name, plan_sql)
-        details = candidate_details(dry_run_candidates(spark, plan_sql), slice_frame, state).cache()
+        details = candidate_details(
+            in_one_partition(spark, dry_run_candidates(spark, plan_sql)), slice_frame, state
+        ).cache()
         cleanup.callback(details.unpersist)
         name_jobs(spark, "check candidates")
         # Delta's cut-off was taken before this clock reading: a tombstone removed since is one a

@@ -9,7 +9,7 @@ table's settings must not be seen by another table running at the same time.
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from core.paths import StorageLocation
 from core.session import INTERPRETED, INTERPRETED_UP_TO_OBJECTS
@@ -24,6 +24,12 @@ _ADAPTIVE = "spark.sql.adaptive.enabled"
 _BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
 # what a plan of one wave of tasks runs without, and what a bigger one gets back
 _ONE_WAVE = ((_ADAPTIVE, _CONFIGURED_ADAPTIVE, "false"), (_BROADCAST, _CONFIGURED_BROADCAST, "-1"))
+# how big Spark lets a join's or an aggregation's single-partition input be before it shuffles it
+# into the session's partitions anyway: an input of unknown size (a cached frame not yet read,
+# Delta's files) counts as very big. A plan of one partition keeps its inputs in one (in_one_partition)
+_SINGLE_PARTITION_BYTES = "spark.sql.maxSinglePartitionBytes"
+_CONFIGURED_SINGLE_PARTITION_BYTES = "inventory-vacuum.configuredMaxSinglePartitionBytes"
+_ANY_SIZE = str(2**63 - 1)
 
 
 def activate(session: SparkSession) -> None:
@@ -134,7 +140,8 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
     join choices are lost with it; the plan's joins are on unique paths (no skewed key), and the
     rule was measured on 2 cores only. Nor does it broadcast a join's side unless the planner asks
     for it by name: each broadcast is one more job. A bigger plan gets the session's own settings
-    back (see :func:`adaptive_off_until_sized`)."""
+    back (see :func:`adaptive_off_until_sized`). A plan of one partition also keeps an input read
+    in one partition (:func:`in_one_partition`) in one, whatever Spark guesses its size to be."""
     try:
         configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
     except ValueError:
@@ -143,6 +150,10 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
         spark.conf.set(_CONFIGURED_SHUFFLES, str(configured))
         partitions = shuffle_partitions(objects, configured)
         spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
+    if partitions == 1:
+        if spark.conf.get(_CONFIGURED_SINGLE_PARTITION_BYTES, None) is None:
+            spark.conf.set(_CONFIGURED_SINGLE_PARTITION_BYTES, str(spark.conf.get(_SINGLE_PARTITION_BYTES)))
+        spark.conf.set(_SINGLE_PARTITION_BYTES, _ANY_SIZE)
     if partitions is not None and partitions <= spark.sparkContext.defaultParallelism:
         adaptive_off_until_sized(spark)
     else:
@@ -152,13 +163,31 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
                 spark.conf.set(setting, own)
 
 
+def in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
+    """``frame`` in one partition when this table's session (``spark``) shuffles into one
+    (:func:`size_shuffles`: a table of at most 50,000 objects), else ``frame`` as it is.
+
+    A join or an aggregation of inputs that are each one partition already needs no shuffle:
+    Spark plans it in the stage that reads them. A small table's plan shuffles every input into
+    one partition anyway, a query stage (and a Spark task, its plan serialised) per input and
+    join; read in one partition from the start, each query of the plan is one stage. Coalescing
+    moves rows between partitions only, never changes them."""
+    if spark.conf.get(SHUFFLE_PARTITIONS, None) == "1":
+        return frame.coalesce(1)
+    return frame
+
+
 def unsize_shuffles(spark: SparkSession) -> None:
     """Before deleting: the session's own shuffle and adaptive settings again. Delta's parallel
     delete takes its task count from it (unless
     ``spark.databricks.delta.vacuum.parallelDelete.parallelism`` is set), and so do the existence
     checks and the ledger's joins; a delete's work is the garbage's requests, which a table's
     object count does not bound (one task for a table's every delete)."""
-    for setting, kept in ((SHUFFLE_PARTITIONS, _CONFIGURED_SHUFFLES), *((s, k) for s, k, _ in _ONE_WAVE)):
+    for setting, kept in (
+        (SHUFFLE_PARTITIONS, _CONFIGURED_SHUFFLES),
+        (_SINGLE_PARTITION_BYTES, _CONFIGURED_SINGLE_PARTITION_BYTES),
+        *((s, k) for s, k, _ in _ONE_WAVE),
+    ):
         configured = spark.conf.get(kept, None)
         if configured is not None:
             spark.conf.set(setting, configured)
