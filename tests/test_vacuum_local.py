@@ -343,10 +343,30 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
     assert sorted(single.collect()) == sorted(joined(False).collect())
     unsize_shuffles(session)  # the delete's own settings
     assert session.conf.get("spark.sql.maxSinglePartitionBytes") == configured
+    # the existence checks after a delete make their requests over the session's own partitions
+    from vacuum.verify import by_directory
+
+    session.conf.set("spark.sql.adaptive.enabled", "false")  # no coalescing of the partitions
+    planned = (
+        session.range(0, 300, numPartitions=3)
+        .coalesce(1)
+        .select(F.lit("bucket").alias("bucket"), F.format_string("table/part=%d/file", "id").alias("key"))
+    )
+    session.conf.set("spark.sql.shuffle.partitions", "8")
+    assert by_directory(planned).rdd.getNumPartitions() == 8
+    assert in_one_partition(session, left) is left  # the delete's: as it is
     bigger = spark.newSession()
     size_shuffles(bigger, 50_001)  # two partitions: each input as it is
     frame = bigger.range(0, 10, numPartitions=3)
     assert in_one_partition(bigger, frame) is frame
+    # one shuffle partition by the job's own setting: a big table's inputs keep their partitions
+    # too, and so do those of a session never sized (list and lite modes)
+    own = spark.newSession()
+    own.conf.set("spark.sql.shuffle.partitions", "1")
+    assert in_one_partition(own, frame) is frame
+    size_shuffles(own, 50_001)
+    assert own.conf.get("spark.sql.shuffle.partitions") == "1"
+    assert in_one_partition(own, frame) is frame
 
 
 def test_a_run_lets_go_of_each_tables_jvm_objects_though_py4j_keeps_them_in_reference_cycles(

@@ -28,6 +28,7 @@ _ONE_WAVE = ((_ADAPTIVE, _CONFIGURED_ADAPTIVE, "false"), (_BROADCAST, _CONFIGURE
 # into the session's partitions anyway: an input of unknown size (a cached frame not yet read,
 # Delta's files) counts as very big. A plan of one partition keeps its inputs in one (in_one_partition)
 _SINGLE_PARTITION_BYTES = "spark.sql.maxSinglePartitionBytes"
+_ONE_PARTITION_PLAN = "inventory-vacuum.onePartitionPlan"
 _CONFIGURED_SINGLE_PARTITION_BYTES = "inventory-vacuum.configuredMaxSinglePartitionBytes"
 _ANY_SIZE = str(2**63 - 1)
 
@@ -150,7 +151,10 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
         spark.conf.set(_CONFIGURED_SHUFFLES, str(configured))
         partitions = shuffle_partitions(objects, configured)
         spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
-    if partitions == 1:
+    # one partition because the table is small, not because the job's setting is one
+    one_partition = partitions == 1 and shuffle_partitions(objects, objects) == 1
+    spark.conf.set(_ONE_PARTITION_PLAN, str(one_partition).lower())
+    if one_partition:
         if spark.conf.get(_CONFIGURED_SINGLE_PARTITION_BYTES, None) is None:
             spark.conf.set(_CONFIGURED_SINGLE_PARTITION_BYTES, str(spark.conf.get(_SINGLE_PARTITION_BYTES)))
         spark.conf.set(_SINGLE_PARTITION_BYTES, _ANY_SIZE)
@@ -164,15 +168,16 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
 
 
 def in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
-    """``frame`` in one partition when this table's session (``spark``) shuffles into one
-    (:func:`size_shuffles`: a table of at most 50,000 objects), else ``frame`` as it is.
+    """``frame`` in one partition when :func:`size_shuffles` sized this table's session
+    (``spark``) to one shuffle partition for a table of at most 50,000 objects, else ``frame`` as
+    it is (a bigger table, or a session never sized: list and lite modes).
 
     A join or an aggregation of inputs that are each one partition already needs no shuffle:
     Spark plans it in the stage that reads them. A small table's plan shuffles every input into
     one partition anyway, a query stage (and a Spark task, its plan serialised) per input and
     join; read in one partition from the start, each query of the plan is one stage. Coalescing
     moves rows between partitions only, never changes them."""
-    if spark.conf.get(SHUFFLE_PARTITIONS, None) == "1":
+    if spark.conf.get(_ONE_PARTITION_PLAN, None) == "true":
         return frame.coalesce(1)
     return frame
 
@@ -191,3 +196,4 @@ def unsize_shuffles(spark: SparkSession) -> None:
         configured = spark.conf.get(kept, None)
         if configured is not None:
             spark.conf.set(setting, configured)
+    spark.conf.unset(_ONE_PARTITION_PLAN)

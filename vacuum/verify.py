@@ -30,8 +30,7 @@ def still_present(planned: DataFrame, directory_objects: DataFrame | None) -> Da
     held; without it, every file is checked with its own HEAD request.
     """
     settings = driver_settings()
-    with_directory = planned.withColumn("directory", F.regexp_extract("key", r"(?s)^(.*/)?[^/]*$", 1))
-    grouped = with_directory.groupBy("bucket", "directory").agg(F.collect_list("key").alias("keys"))
+    grouped = by_directory(planned)
     if directory_objects is not None:
         grouped = grouped.join(directory_objects, ["bucket", "directory"], "left")
     else:
@@ -55,6 +54,19 @@ def still_present(planned: DataFrame, directory_objects: DataFrame | None) -> Da
 
     present = grouped.rdd.mapPartitions(check).toDF("bucket string, key string")
     return planned.join(present, ["bucket", "key"], "left_semi")
+
+
+def by_directory(planned: DataFrame) -> DataFrame:
+    """``bucket, directory, keys``: the planned keys of each directory, spread over the session's
+    shuffle partitions (its tasks make the requests). Spread by name: a small table's plan read in
+    one partition (:func:`vacuum.tuning.in_one_partition`) needs no shuffle to group, and would
+    make every request of the check in one task."""
+    return (
+        planned.withColumn("directory", F.regexp_extract("key", r"(?s)^(.*/)?[^/]*$", 1))
+        .repartition("bucket", "directory")
+        .groupBy("bucket", "directory")
+        .agg(F.collect_list("key").alias("keys"))
+    )
 
 
 def directory_object_counts(slice_frame: DataFrame) -> DataFrame:
