@@ -24,9 +24,9 @@ _ADAPTIVE = "spark.sql.adaptive.enabled"
 _BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
 # what a plan of one wave of tasks runs without, and what a bigger one gets back
 _ONE_WAVE = ((_ADAPTIVE, _CONFIGURED_ADAPTIVE, "false"), (_BROADCAST, _CONFIGURED_BROADCAST, "-1"))
-# how big Spark lets a join's or an aggregation's single-partition input be before it shuffles it
-# into the session's partitions anyway: an input of unknown size (a cached frame not yet read,
-# Delta's files) counts as very big. A plan of one partition keeps its inputs in one (in_one_partition)
+# how big Spark lets a join's input of one partition be before it shuffles it into the session's
+# partitions anyway: an input of unknown size (rows of an RDD, as Delta's files are) counts as very
+# big. A plan of one partition keeps its inputs in one (in_one_partition)
 _SINGLE_PARTITION_BYTES = "spark.sql.maxSinglePartitionBytes"
 _ONE_PARTITION_PLAN = "inventory-vacuum.onePartitionPlan"
 _CONFIGURED_SINGLE_PARTITION_BYTES = "inventory-vacuum.configuredMaxSinglePartitionBytes"
