@@ -175,8 +175,9 @@ def in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
     A join or an aggregation of inputs that are each one partition already needs no shuffle:
     Spark plans it in the stage that reads them. A small table's plan shuffles every input into
     one partition anyway, a query stage (and a Spark task, its plan serialised) per input and
-    join; read in one partition from the start, each query of the plan is one stage. Coalescing
-    moves rows between partitions only, never changes them."""
+    join; read in one partition from the start, most of them need none (on Spark 4.2 the check of
+    Delta's candidates is one stage, the classification three). Coalescing moves rows between
+    partitions only, never changes them."""
     if spark.conf.get(_ONE_PARTITION_PLAN, None) == "true":
         return frame.coalesce(1)
     return frame
