@@ -43,10 +43,17 @@ WORKERS = 1
 JUNK = ("tables/events/orphan-1.parquet", "tables/events/day=2/orphan-2.parquet", "tables/events/_tmp/x.json")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: their sockets are open together while the system picks them
+    (one closed before the next is picked may be picked again, and two daemons would race for it)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def _bare_environment(tmp: Path) -> dict[str, str]:
@@ -63,7 +70,7 @@ def _alive_workers(webui: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2) as response:
             return int(json.load(response).get("aliveworkers", 0))
-    except OSError:
+    except (OSError, ValueError):  # not up yet, or not the master's answer yet: ask again
         return 0
 
 
@@ -73,7 +80,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     port."""
     tmp = tmp_path_factory.mktemp("cluster")
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    port, webui = _free_port(), _free_port()
+    port, webui, *worker_uis = _free_ports(2 + WORKERS)
     environment = _bare_environment(tmp)
     logs = open(tmp / "daemons.log", "wb")  # noqa: SIM115 - closed below, after the daemons
     daemons = [
@@ -90,7 +97,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         daemons.append(
             subprocess.Popen(
                 [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1"]
-                + ["--cores", "2", "--memory", "1g", "--webui-port", str(_free_port())]
+                + ["--cores", "2", "--memory", "1g", "--webui-port", str(worker_uis[number])]
                 + ["--work-dir", str(tmp / f"worker-{number}"), master],
                 env=environment,
                 stdout=logs,
