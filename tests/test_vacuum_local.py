@@ -401,3 +401,64 @@ def test_a_run_lets_go_of_each_tables_jvm_objects_though_py4j_keeps_them_in_refe
     # row); without the collection one table's run leaves about 1,500 (1,513 measured with
     # COLLECT_EVERY_TABLES at a million)
     assert left < 100, left
+
+
+@pytest.mark.slow
+def test_a_slice_of_only_needed_files_skips_deltas_dry_run_and_an_unneeded_object_brings_it_back(
+    spark, tmp_path
+):
+    """When every object of a table's slice is a file a version inside the retention window
+    needs (live files, tombstones inside it, their deletion vectors' files), Delta's answer is
+    known to be empty and its dry run is not asked; a removed file past the retention, or any
+    object outside the table's files, whatever its age, makes the run ask Delta as before."""
+    root = tmp_path / "lake" / "events"
+    uri = f"file://{root}"
+    spark.sql(
+        f"""CREATE TABLE delta.`{uri}` (id BIGINT, day STRING) USING delta PARTITIONED BY (day)
+        TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"""
+    )
+    rows = spark.createDataFrame([(i, "a" if i % 2 else "b") for i in range(40)], "id bigint, day string")
+    rows.write.format("delta").mode("append").save(uri)
+    rows.write.format("delta").mode("append").save(uri)
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE id % 3 = 0")  # deletion vectors' files
+    rows.where("day = 'b'").write.format("delta").mode("overwrite").option("replaceWhere", "day = 'b'").save(
+        uri
+    )
+    touch(root / "day=a" / "_SUCCESS")  # hidden: never in the slice
+    referenced = referenced_files(spark, uri)
+    on_disk = {
+        p
+        for p in files_under(root)
+        if not any(part.startswith((".", "_")) for part in Path(p).relative_to(root).parts)
+    }
+    removed = on_disk - referenced
+    assert removed and any(Path(p).name.startswith("deletion_vector_") for p in referenced)
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, tmp_path / "lake", inventory)
+    registry = write_registry(tmp_path / "tables.yaml", events=root)
+
+    # inside the 7-day retention every removed file is still needed: nothing for Delta to name
+    code, result = vacuum(registry, inventory, "--dry-run")
+    [run] = result["tables"]
+    assert code == 0 and run["status"] == "ok", run["reason"]
+    assert run["delta_plan_skipped"] and run["planned_files"] == 0 and run["partitions"] == []
+    assert run["coverage"] == 1.0
+    before = files_under(root)
+    code, result = vacuum(registry, inventory)
+    assert code == 0 and result["tables"][0]["delta_plan_skipped"]
+    assert result["tables"][0]["deleted_files"] == 0 and files_under(root) == before
+
+    # past a retention of 0 hours the removed files are not needed: Delta is asked, and names them
+    code, result = vacuum(registry, inventory, "--dry-run", "--retain-hours", "0", "--allow-unsafe-retention")
+    [run] = result["tables"]
+    assert code == 0 and run["status"] == "ok", run["reason"]
+    assert run["delta_plan_skipped"] is None and run["planned_files"] == len(removed)
+
+    # an object that is no file of the table's, however young, makes the run ask Delta too (which
+    # names nothing inside the retention)
+    touch(root / "day=a" / "fresh-orphan.parquet")
+    write_local_inventory(spark, tmp_path / "lake", inventory)
+    code, result = vacuum(registry, inventory, "--dry-run")
+    [run] = result["tables"]
+    assert code == 0 and run["status"] == "ok", run["reason"]
+    assert run["delta_plan_skipped"] is None and run["planned_files"] == 0

@@ -144,8 +144,14 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
         slice_frame = inventory_slice(classified, state).persist()
         assert ctx.live_files is not None
         ctx.live_files = in_one_partition(spark, ctx.live_files)
+        assert ctx.retained_since_millis is not None, "the retention is fixed first"
         counts = slice_counts(
-            classified, slice_frame, ctx.live_files, int(taken_at.timestamp() * 1000), state
+            classified,
+            slice_frame,
+            ctx.live_files,
+            int(taken_at.timestamp() * 1000),
+            state,
+            ctx.retained_since_millis,
         )
     finally:
         classified.unpersist()
@@ -163,6 +169,7 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
     )
     report_protected(run)
     run.coverage = gates.check_coverage(counts.eligible, counts.covered, options.min_coverage)
+    ctx.unneeded_slice_objects = counts.unneeded
     return slice_frame
 
 

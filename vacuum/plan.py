@@ -510,19 +510,8 @@ def check_plan(
     file paths (some of them wrong for deep partition trees), and anything else means Delta and our
     input disagree.
     """
-    needed = ~F.col("tombstone")
-    if retained_since_millis is not None:
-        needed = needed | (F.col("deletionTimestamp") >= retained_since_millis)
     live = (
-        files.where(needed)
-        # a needed file, and the file holding its deletion vector (one scan of the snapshot for
-        # both; they are in the same form, so one expression reads them: two copies of it in one
-        # generated method pass Java's 64 KB limit, and Spark would fall back to interpreting it)
-        .select(F.explode(F.array("path", "deletionVectorPath")).alias("path"))
-        .where(F.col("path").isNotNull())
-        # a live file recorded by its absolute URI inside the table is live all the same
-        .select(live_relative_path(state).alias("relative_path"))
-        .where(F.col("relative_path").isNotNull())  # outside the table: no candidate is it
+        needed_files(files, state, retained_since_millis)
         .select(F.split("relative_path", "/").alias("components"))
         # and so are its directories: a folder marker of one is never garbage
         .select(
@@ -578,6 +567,27 @@ def check_plan(
     )
 
 
+def needed_files(files: DataFrame, state: TableState, retained_since_millis: int | None) -> DataFrame:
+    """``relative_path`` of every file inside the table that a version inside the retention window
+    reads: the snapshot's live files, its tombstones removed at or after ``retained_since_millis``
+    (all of them when None) and the files holding their deletion vectors, in the decoded form of
+    the inventory's relative paths. ``files`` is :func:`~vacuum.snapshot.load_table_state`'s."""
+    needed = ~F.col("tombstone")
+    if retained_since_millis is not None:
+        needed = needed | (F.col("deletionTimestamp") >= retained_since_millis)
+    return (
+        files.where(needed)
+        # a needed file, and the file holding its deletion vector (one scan of the snapshot for
+        # both; they are in the same form, so one expression reads them: two copies of it in one
+        # generated method pass Java's 64 KB limit, and Spark would fall back to interpreting it)
+        .select(F.explode(F.array("path", "deletionVectorPath")).alias("path"))
+        .where(F.col("path").isNotNull())
+        # a live file recorded by its absolute URI inside the table is live all the same
+        .select(live_relative_path(state).alias("relative_path"))
+        .where(F.col("relative_path").isNotNull())  # outside the table: no candidate is it
+    )
+
+
 def coverage_counts(
     live_files: DataFrame, slice_frame: DataFrame, taken_at_millis: int, state: TableState
 ) -> tuple[int, int]:
@@ -606,13 +616,18 @@ def _coverage(
 
 @dataclass(frozen=True)
 class SliceCounts:
-    """What the classification kept, and the coverage of the slice it left, from one Spark job."""
+    """What the classification kept, the coverage of the slice it left, and how many of the
+    slice's objects no version inside the retention window needs, from one Spark job."""
 
     # objects kept out of the slice, by (reason, nested table root or None)
     kept: dict[tuple[str, str | None], int]
     # live files older than the inventory, and how many of them the slice lists
     eligible: int
     covered: int
+    # the slice's objects that are not :func:`needed_files` (whatever their age): the most Delta's
+    # inventory mode can name, as it judges only the slice's objects and the directories they lie
+    # in, and never a needed file or a directory that holds one
+    unneeded: int
 
 
 def slice_counts(
@@ -621,41 +636,49 @@ def slice_counts(
     live_files: DataFrame,
     taken_at_millis: int,
     state: TableState,
+    retained_since_millis: int,
 ) -> SliceCounts:
-    """The objects :func:`classify_objects` kept, by reason and nested root, and
-    :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``): both
+    """The objects :func:`classify_objects` kept, by reason and nested root,
+    :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``), and
+    the slice's objects that are not :func:`needed_files` with ``retained_since_millis``: the
     aggregations in one Spark job, a union of their rows (a job per aggregation would cost a
     small table as much as the aggregation itself)."""
+    count = F.lit(None).cast("long")
     kept = (
         classified.where(F.col("kept_reason").isNotNull())
         .groupBy("kept_reason", "nested_root")
         .agg(F.count(F.lit(1)).alias("objects"))
-        .select(
-            "kept_reason",
-            "nested_root",
-            "objects",
-            F.lit(None).cast("long").alias("eligible"),
-            F.lit(None).cast("long").alias("covered"),
-        )
-    )
+        .select(F.lit("kept").alias("row"), "kept_reason", "nested_root", "objects",
+                count.alias("eligible"), count.alias("covered"))
+    )  # fmt: skip
+    nothing = F.lit(None).cast("string")
     coverage = _coverage(live_files, slice_frame, taken_at_millis, state).select(
-        F.lit(None).cast("string").alias("kept_reason"),
-        F.lit(None).cast("string").alias("nested_root"),
-        F.lit(None).cast("long").alias("objects"),
-        "eligible",
-        "covered",
-    )
-    rows = kept.unionByName(coverage).collect()
-    # the coverage row is the one row with a count of eligible files (a global count is never null)
-    (counted,) = [row for row in rows if row["eligible"] is not None]
+        F.lit("coverage").alias("row"), nothing.alias("kept_reason"), nothing.alias("nested_root"),
+        count.alias("objects"), "eligible", "covered",
+    )  # fmt: skip
+    # a needed file named twice (a deletion vector's file that several files share) matches a
+    # slice object twice: that object is needed all the same, and only those that match none count
+    needed = needed_files(live_files, state, retained_since_millis).withColumn("needed", F.lit(True))
+    unneeded = (
+        slice_frame.select("relative_path")
+        .join(needed, "relative_path", "left")
+        .agg(F.count(F.when(F.col("needed").isNull(), F.lit(1))).alias("objects"))
+        .select(F.lit("unneeded").alias("row"), nothing.alias("kept_reason"), nothing.alias("nested_root"),
+                "objects", count.alias("eligible"), count.alias("covered"))
+    )  # fmt: skip
+    rows = kept.unionByName(coverage).unionByName(unneeded).collect()
+    # one coverage row and one unneeded row: a global aggregation is one row, its counts never null
+    (counted,) = [row for row in rows if row["row"] == "coverage"]
+    (unneeded_objects,) = [int(row["objects"]) for row in rows if row["row"] == "unneeded"]
     return SliceCounts(
         kept={
             (row["kept_reason"], row["nested_root"]): int(row["objects"])
             for row in rows
-            if row["eligible"] is None
+            if row["row"] == "kept"
         },
         eligible=int(counted["eligible"]),
         covered=int(counted["covered"]),
+        unneeded=unneeded_objects,
     )
 
 

@@ -58,6 +58,8 @@ class TableRun:
     table_version: int | None = None
     warnings: list[str] = field(default_factory=list)
     partitions: list[dict[str, Any]] = field(default_factory=list)
+    # why Delta's dry run was not asked for this table's plan (its answer was known to be empty)
+    delta_plan_skipped: str | None = None
     candidates: pa.Table | None = field(default=None, repr=False)
 
     def keep(self, reason: str, objects: int) -> None:

@@ -80,6 +80,17 @@ _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 # command's own process: one after every 8th table bounds what waits for it, whatever the heap.
 COLLECT_EVERY_TABLES = 8
 
+# what a table's report says when every object of its slice is a needed file (see _vacuum)
+PLAN_SKIPPED = (
+    "Delta's dry run not run: every object of the inventory slice is a file that a version inside "
+    "the retention window needs, so Delta can name none"
+)
+
+# the candidate list --candidates writes: one row per planned file
+CANDIDATES_SCHEMA = pa.schema(
+    [("table", pa.string()), ("path", pa.string()), ("length", pa.int64()), ("partition", pa.string())]
+)
+
 __all__ = ["VacuumOptions", "vacuum_table", "vacuum_tables", "write_candidates"]
 
 
@@ -295,15 +306,31 @@ def _vacuum(ctx: TableContext) -> None:
     if run.delete_with == DeleteWith.BATCH and not options.dry_run and not location.is_s3:
         raise VacuumRefused("--delete-with batch uses S3 DeleteObjects; this table is not on S3")
 
+    retention_millis = (
+        int(retain_argument * 3_600_000) if retain_argument is not None else state.retention_millis
+    )
     with ExitStack() as cleanup:
         slice_frame = None
         if options.mode.uses_inventory:
+            ctx.retained_since_millis = int(time.time() * 1000) - retention_millis
             slice_frame = gated_slice(ctx)
             cleanup.callback(slice_frame.unpersist)
         if location.is_s3:
             run.warnings += gates.check_versioning(
                 _bucket_versioning(location.bucket), location.bucket, allow_versioned=options.allow_versioned
             )
+        if slice_frame is not None and ctx.unneeded_slice_objects == 0:
+            # Delta's inventory mode judges only the slice's objects (and the directories they lie
+            # in), and never names a file a version inside the retention window needs nor a
+            # directory holding one: when every object of the slice is such a file, its answer is
+            # known to be empty, and its dry run (five Spark jobs) and the check of its answer are
+            # not run. Nothing is deleted: a wrong count could only delete less
+            run.delta_plan_skipped = PLAN_SKIPPED
+            log.info("%s: %s", table.name, PLAN_SKIPPED)
+            if options.collect_candidates:
+                run.candidates = CANDIDATES_SCHEMA.empty_table()
+            run.deleted_files = run.deleted_bytes = run.remaining_files = 0
+            return
         view = (
             cleanup.enter_context(temporary_view(delta_inventory(slice_frame)))
             if slice_frame is not None
@@ -321,9 +348,6 @@ def _vacuum(ctx: TableContext) -> None:
         name_jobs(spark, "check candidates")
         # Delta's cut-off was taken before this clock reading: a tombstone removed since is one a
         # version inside the retention window reads, and Delta kept it too
-        retention_millis = (
-            int(retain_argument * 3_600_000) if retain_argument is not None else state.retention_millis
-        )
         assert ctx.live_files is not None
         check = check_plan(
             details, ctx.live_files, state, int(time.time() * 1000) - retention_millis, slice_frame
@@ -449,10 +473,11 @@ def write_candidates(runs: Sequence[TableRun], path: str) -> int:
     import pyarrow.parquet as pq
 
     tables = [r.candidates for r in runs if r.candidates is not None]
-    schema = pa.schema(
-        [("table", pa.string()), ("path", pa.string()), ("length", pa.int64()), ("partition", pa.string())]
+    combined = (
+        pa.concat_tables([t.cast(CANDIDATES_SCHEMA) for t in tables])
+        if tables
+        else CANDIDATES_SCHEMA.empty_table()
     )
-    combined = pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
     if path.endswith(".csv"):
         pa_csv.write_csv(combined, path)
     else:

@@ -176,6 +176,8 @@ class ConsoleOutput:
                     lines.append(
                         f"           {partition['partition']}: {partition['files']} files, {size_or_unknown(partition['bytes'])}"
                     )
+                if t.get("delta_plan_skipped"):
+                    lines.append(f"           {t['delta_plan_skipped']}")
             else:
                 lines.append(f"{t['status'].upper():8} {t['name']}: {t['reason']}")
             if t.get("kept"):
