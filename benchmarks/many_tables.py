@@ -64,15 +64,21 @@ def storage_options(endpoint: str) -> dict[str, str]:
 
 
 def build_tables(
-    s3: Any, endpoint: str, tables: int, files: int
+    s3: Any, endpoint: str, tables: int, files: int, unchanged: int = 0
 ) -> tuple[dict[str, set[str]], dict[str, dict[str, str]]]:
-    """T tables of F files; returns each table's expected garbage (relative paths) and the kind
+    """T tables of F files, the last ``unchanged`` of them only live files (a table nobody wrote
+    to since its last vacuum); returns each table's expected garbage (relative paths) and the kind
     of each of its files (``synthetic_table``'s categories)."""
     storage = storage_options(endpoint)
     garbage, kinds = {}, {}
     for index in range(tables):
         name = f"t{index:03d}"
-        builder = TableBuilder(s3, BUCKET, f"warehouse/{name}", files, Shares(fresh=0.0), storage)
+        shares = (
+            Shares(tombstoned_old=0.0, tombstoned_recent=0.0, orphan=0.0, fresh=0.0)
+            if index >= tables - unchanged
+            else Shares(fresh=0.0)
+        )
+        builder = TableBuilder(s3, BUCKET, f"warehouse/{name}", files, shares, storage)
         table = builder.build()
         garbage[name] = table.paths(*GARBAGE)
         kinds[name] = {f.path: f.category for f in table.files}
@@ -252,7 +258,12 @@ def markdown(document: dict[str, Any]) -> str:
     runs = document["runs"]
     best = min(r["seconds_per_table"] for r in runs)
     lines = [
-        f"# Many tables: {document['tables']} tables of {document['files_per_table']:,} files, dry runs",
+        f"# Many tables: {document['tables']} tables of {document['files_per_table']:,} files, dry runs"
+        + (
+            f" ({document['unchanged_tables']} of them only live files: nothing to delete)"
+            if document.get("unchanged_tables")
+            else ""
+        ),
         "",
         f"`{document['command'].strip()}` at {document.get('code', 'an unrecorded commit')}, started "
         f"{document['started_at'][:19]}Z. "
@@ -275,6 +286,13 @@ def markdown(document: dict[str, Any]) -> str:
             f"{r['events']['job_seconds_per_table_median']:.2f} | "
             f"{r['events'].get('classes_compiled_per_table', '–')} | {'–' if calls is None else f'{calls:,}'} |"
         )
+    if document.get("unchanged_tables"):
+        skipped = ", ".join(f"{r.get('delta_plan_skipped', 0)} at --parallel {r['parallel']}" for r in runs)
+        lines += [
+            "",
+            f"Tables whose plan was known to be empty without Delta's dry run (every object of the slice "
+            f"a file the table needs): {skipped}, of the {document['unchanged_tables']} with only live files.",
+        ]
     if document.get("warm_up_classes_compiled") is not None:
         lines += [
             "",
@@ -375,6 +393,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", type=int, default=100)
     parser.add_argument("--files", type=int, default=1000, help="files per table")
+    parser.add_argument(
+        "--unchanged-tables",
+        type=int,
+        default=0,
+        help="how many of the tables hold only live files, as a table nobody wrote to since its "
+        "last vacuum does (the last ones)",
+    )
     parser.add_argument("--parallel", default="1,4,8", help="comma-separated --parallel values")
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument(
@@ -419,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any("=" not in setting for setting in args.conf):
         parser.error("--conf takes KEY=VALUE")
+    if not 0 <= args.unchanged_tables <= args.tables:
+        parser.error("--unchanged-tables takes 0 to --tables")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     log.setLevel(logging.INFO)
     logging.getLogger("benchmarks.fleet_peers").setLevel(logging.INFO)
@@ -463,7 +490,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     for bucket in (BUCKET, META):
         s3.create_bucket(Bucket=bucket)
     log.info("building %d tables of %d files", args.tables, args.files)
-    garbage, kinds = build_tables(s3, server.endpoint, args.tables, args.files)
+    garbage, kinds = build_tables(s3, server.endpoint, args.tables, args.files, args.unchanged_tables)
     check_indexed_listing(BUCKET, ["", "warehouse/", "warehouse/t000/", "warehouse/t000/_delta_log/"])
     work = Path(tempfile.mkdtemp(prefix="many-tables-"))
     events = work / "events"
@@ -535,6 +562,8 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
                     "seconds": round(seconds, 2),
                     "seconds_per_table": round(seconds / args.tables, 3),
                     "table_seconds_median": sorted(t["seconds"] for t in report["tables"])[args.tables // 2],
+                    # tables whose plan was known empty without Delta's dry run
+                    "delta_plan_skipped": sum(1 for t in report["tables"] if t.get("delta_plan_skipped")),
                     "events": figures,
                 }
             )
@@ -552,6 +581,7 @@ def run(args: argparse.Namespace, server: Any) -> dict[str, Any]:
     return {
         **run_header("many_tables", started_at, before),
         "tables": args.tables,
+        "unchanged_tables": args.unchanged_tables,
         "files_per_table": args.files,
         "spark_start_seconds": round(spark_start, 2),
         "inventory": {"objects": objects, "ingest_seconds": round(ingest_seconds, 2)},
