@@ -5,12 +5,12 @@ S3 server, in the same process:
 
 * ``delta-inventory``: Delta's own ``VACUUM ... USING INVENTORY ... DRY RUN`` per table, fed each
   table's rows of the same inventory table (paths on ``s3a://``, as Delta qualifies the table),
-  with none of our gates: the method this tool grew from (on the first ``inventory_tables``
-  tables only, when given: at hundreds of tables it is the slowest side);
+  with none of our gates: the method this tool grew from (on ``inventory_tables`` of the tables
+  only, when given, evenly spaced: at hundreds of tables it is the slowest side);
 * ``delta-rs``: delta-rs's ``vacuum(dry_run=True, full=True)`` per table: a listing of the table
   and its log, no JVM;
-* ``delta-listing``: Delta's listing ``VACUUM ... DRY RUN`` per table, on the first
-  ``listing_tables`` tables only (it lists every table in full).
+* ``delta-listing``: Delta's listing ``VACUUM ... DRY RUN`` per table, on ``listing_tables`` of
+  the tables only, evenly spaced (it lists every table in full).
 
 Each loop runs its tables on ``threads`` threads, as our job runs them with ``--parallel``; every
 side runs at ``RETAIN 0 HOURS``. Every side's candidates are compared with each table's garbage as
@@ -59,6 +59,14 @@ def relative(path: str, bucket: str, root: str) -> str:
     return match.group(2)[len(prefix) :]
 
 
+def spread(names: list[str], count: int) -> list[str]:
+    """``count`` of ``names`` evenly spaced from the first (all of them when ``count`` is as many
+    or more): a loop that runs some of the tables runs each kind the fleet has in its share."""
+    if count >= len(names):
+        return list(names)
+    return [names[index * len(names) // count] for index in range(max(0, count))]
+
+
 def run_peers(
     spark: Any,
     *,
@@ -99,9 +107,12 @@ def run_peers(
         return list(files)
 
     loops: dict[str, tuple[Callable[[str], list[str]], list[str]]] = {
-        "delta-inventory": (delta_inventory, names if inventory_tables is None else names[:inventory_tables]),
+        "delta-inventory": (
+            delta_inventory,
+            names if inventory_tables is None else spread(names, inventory_tables),
+        ),
         "delta-rs": (delta_rs, names),
-        "delta-listing": (delta_listing, names[: max(0, listing_tables)]),
+        "delta-listing": (delta_listing, spread(names, listing_tables)),
     }
     results: dict[str, dict[str, Any]] = {}
     for side, (one, tables) in loops.items():
