@@ -462,3 +462,39 @@ def test_a_slice_of_only_needed_files_skips_deltas_dry_run_and_an_unneeded_objec
     [run] = result["tables"]
     assert code == 0 and run["status"] == "ok", run["reason"]
     assert run["delta_plan_skipped"] is None and run["planned_files"] == 0
+
+
+@pytest.mark.slow
+def test_a_needed_file_logged_in_another_form_than_delta_compares_keeps_deltas_dry_run(spark, tmp_path):
+    """A live file whose path in the log is escaped (``cop%79.parquet`` for ``copy.parquet``) is
+    needed to the tool's decoding, but another string to Delta's comparison, which names it: the
+    run must ask Delta, and its check refuses the table, whatever else the slice holds."""
+    import json
+    import shutil
+
+    root = tmp_path / "lake" / "events"
+    uri = f"file://{root}"
+    spark.range(10).coalesce(1).write.format("delta").save(uri)
+    [data] = [p for p in root.iterdir() if p.suffix == ".parquet"]
+    shutil.copy(data, root / "copy.parquet")
+    age(root / "copy.parquet", days=30)
+    add = {
+        "add": {
+            "path": "cop%79.parquet",
+            "partitionValues": {},
+            "size": data.stat().st_size,
+            "modificationTime": int(time.time() * 1000),
+            "dataChange": True,
+        }
+    }
+    (root / "_delta_log" / f"{1:020d}.json").write_text(
+        "\n".join(json.dumps(a) for a in [{"commitInfo": {"operation": "WRITE"}}, add]) + "\n"
+    )
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, tmp_path / "lake", inventory)
+    registry = write_registry(tmp_path / "tables.yaml", events=root)
+
+    code, result = vacuum(registry, inventory, "--dry-run")
+    [run] = result["tables"]
+    assert code != 0 and run["status"] == "refused" and run["delta_plan_skipped"] is None
+    assert "live" in run["reason"] and "copy.parquet" in run["reason"]

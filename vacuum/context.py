@@ -341,9 +341,9 @@ class TableContext:
     # files removed before this (epoch milliseconds) are past the run's retention; fixed before
     # the slice is classified
     retained_since_millis: int | None = None
-    # how many of the slice's objects no version inside the retention window needs
-    # (:attr:`vacuum.plan.SliceCounts.unneeded`); None until the slice is counted
-    unneeded_slice_objects: int | None = None
+    # Delta's inventory mode can name no object of the slice
+    # (:attr:`vacuum.plan.SliceCounts.delta_names_nothing`); False until the slice is counted
+    delta_names_nothing: bool = False
     # when the table's deletes began (the driver's clock, just before the first request), ledgered
     # with each deletion: with the row's deleted_at it bounds when its delete markers were made
     delete_started_at: datetime | None = None

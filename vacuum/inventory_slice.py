@@ -169,7 +169,7 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
     )
     report_protected(run)
     run.coverage = gates.check_coverage(counts.eligible, counts.covered, options.min_coverage)
-    ctx.unneeded_slice_objects = counts.unneeded
+    ctx.delta_names_nothing = counts.delta_names_nothing
     return slice_frame
 
 

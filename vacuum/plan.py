@@ -567,16 +567,30 @@ def check_plan(
     )
 
 
+def _needed(retained_since_millis: int | None) -> Column:
+    """A row of :func:`~vacuum.snapshot.load_table_state`'s files that a version inside the
+    retention window reads: a live file, or a tombstone removed at or after the cut-off."""
+    needed = ~F.col("tombstone")
+    if retained_since_millis is not None:
+        needed = needed | (F.col("deletionTimestamp") >= retained_since_millis)
+    return needed
+
+
+# A path in the log that is relative and made only of these characters, with no empty, "." or ".."
+# component, is the same string in every form: as written, decoded as a URI, resolved as Hadoop
+# resolves paths, and as Delta compares the paths of its valid files with its inventory's (plain
+# string equality). A path in any other form (an escape, a scheme, a dot segment) may be one file
+# to the tool's decoding and another to Delta's comparison.
+PLAIN_RELATIVE_PATH = r"^[A-Za-z0-9_=-][A-Za-z0-9._=-]*(/[A-Za-z0-9_=-][A-Za-z0-9._=-]*)*$"
+
+
 def needed_files(files: DataFrame, state: TableState, retained_since_millis: int | None) -> DataFrame:
     """``relative_path`` of every file inside the table that a version inside the retention window
     reads: the snapshot's live files, its tombstones removed at or after ``retained_since_millis``
     (all of them when None) and the files holding their deletion vectors, in the decoded form of
     the inventory's relative paths. ``files`` is :func:`~vacuum.snapshot.load_table_state`'s."""
-    needed = ~F.col("tombstone")
-    if retained_since_millis is not None:
-        needed = needed | (F.col("deletionTimestamp") >= retained_since_millis)
     return (
-        files.where(needed)
+        files.where(_needed(retained_since_millis))
         # a needed file, and the file holding its deletion vector (one scan of the snapshot for
         # both; they are in the same form, so one expression reads them: two copies of it in one
         # generated method pass Java's 64 KB limit, and Spark would fall back to interpreting it)
@@ -624,10 +638,20 @@ class SliceCounts:
     # live files older than the inventory, and how many of them the slice lists
     eligible: int
     covered: int
-    # the slice's objects that are not :func:`needed_files` (whatever their age): the most Delta's
-    # inventory mode can name, as it judges only the slice's objects and the directories they lie
-    # in, and never a needed file or a directory that holds one
+    # the slice's objects that are not :func:`needed_files` (whatever their age)
     unneeded: int
+    # needed files whose path in the log (or whose deletion vector's file) is not in
+    # PLAIN_RELATIVE_PATH's form, the one Delta and the tool read alike
+    needed_in_other_forms: int
+
+    @property
+    def delta_names_nothing(self) -> bool:
+        """Delta's inventory mode can name no object of the slice: it names only the slice's
+        objects (and directory paths it derives from them, which are never deleted, see
+        ``check_plan``), and never a file its log says a version inside the retention window
+        reads. Every object of the slice is such a file, by a path Delta compares as the tool
+        does."""
+        return self.unneeded == 0 and self.needed_in_other_forms == 0
 
 
 def slice_counts(
@@ -639,9 +663,9 @@ def slice_counts(
     retained_since_millis: int,
 ) -> SliceCounts:
     """The objects :func:`classify_objects` kept, by reason and nested root,
-    :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``), and
-    the slice's objects that are not :func:`needed_files` with ``retained_since_millis``: the
-    aggregations in one Spark job, a union of their rows (a job per aggregation would cost a
+    :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``), the
+    slice's objects that are not :func:`needed_files` with ``retained_since_millis``, and the
+    needed files in another form than PLAIN_RELATIVE_PATH's: the aggregations in one Spark job, a union of their rows (a job per aggregation would cost a
     small table as much as the aggregation itself)."""
     count = F.lit(None).cast("long")
     kept = (
@@ -666,10 +690,21 @@ def slice_counts(
         .select(F.lit("unneeded").alias("row"), nothing.alias("kept_reason"), nothing.alias("nested_root"),
                 "objects", count.alias("eligible"), count.alias("covered"))
     )  # fmt: skip
-    rows = kept.unionByName(coverage).unionByName(unneeded).collect()
-    # one coverage row and one unneeded row: a global aggregation is one row, its counts never null
+    plain = F.col("path").rlike(PLAIN_RELATIVE_PATH) & (
+        F.col("deletionVectorPath").isNull() | F.col("deletionVectorPath").rlike(PLAIN_RELATIVE_PATH)
+    )
+    other_forms = (
+        live_files.where(_needed(retained_since_millis))
+        .agg(F.count(F.when(~plain, F.lit(1))).alias("objects"))
+        .select(F.lit("other_forms").alias("row"), nothing.alias("kept_reason"), nothing.alias("nested_root"),
+                "objects", count.alias("eligible"), count.alias("covered"))
+    )  # fmt: skip
+    rows = kept.unionByName(coverage).unionByName(unneeded).unionByName(other_forms).collect()
+    # one row each of coverage, unneeded and other forms: a global aggregation is one row, its
+    # counts never null
     (counted,) = [row for row in rows if row["row"] == "coverage"]
     (unneeded_objects,) = [int(row["objects"]) for row in rows if row["row"] == "unneeded"]
+    (other_form_files,) = [int(row["objects"]) for row in rows if row["row"] == "other_forms"]
     return SliceCounts(
         kept={
             (row["kept_reason"], row["nested_root"]): int(row["objects"])
@@ -679,6 +714,7 @@ def slice_counts(
         eligible=int(counted["eligible"]),
         covered=int(counted["covered"]),
         unneeded=unneeded_objects,
+        needed_in_other_forms=other_form_files,
     )
 
 

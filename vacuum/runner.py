@@ -83,7 +83,7 @@ COLLECT_EVERY_TABLES = 8
 # what a table's report says when every object of its slice is a needed file (see _vacuum)
 PLAN_SKIPPED = (
     "Delta's dry run not run: every object of the inventory slice is a file that a version inside "
-    "the retention window needs, so Delta can name none"
+    "the retention window needs, logged by a plain path, so Delta can name nothing to delete"
 )
 
 # the candidate list --candidates writes: one row per planned file
@@ -319,12 +319,13 @@ def _vacuum(ctx: TableContext) -> None:
             run.warnings += gates.check_versioning(
                 _bucket_versioning(location.bucket), location.bucket, allow_versioned=options.allow_versioned
             )
-        if slice_frame is not None and ctx.unneeded_slice_objects == 0:
-            # Delta's inventory mode judges only the slice's objects (and the directories they lie
-            # in), and never names a file a version inside the retention window needs nor a
-            # directory holding one: when every object of the slice is such a file, its answer is
-            # known to be empty, and its dry run (five Spark jobs) and the check of its answer are
-            # not run. Nothing is deleted: a wrong count could only delete less
+        if slice_frame is not None and ctx.delta_names_nothing:
+            # Delta's inventory mode names only the slice's objects (and directory paths it derives
+            # from them, which are never deleted), and never a file its log says a version inside
+            # the retention window reads: when every object of the slice is such a file, by a path
+            # Delta compares as the tool does, its answer holds nothing to delete, and its dry run
+            # and the check of its answer are not run. Nothing is deleted on this path: a wrong
+            # count could only delete less
             run.delta_plan_skipped = PLAN_SKIPPED
             log.info("%s: %s", table.name, PLAN_SKIPPED)
             if options.collect_candidates:
