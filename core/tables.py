@@ -189,6 +189,9 @@ VACUUM_RUNS_SCHEMA = StructType(
         StructField("seconds", DoubleType()),
         StructField("status", StringType()),
         StructField("reason", StringType()),
+        # why Delta's dry run was not asked (its plan was known to hold nothing to delete); null
+        # when Delta planned, and in a restore's row
+        StructField("delta_plan_skipped", StringType()),
         # a restore's row (mode "restore"): delete markers removed, the bytes made current again
         # (measured), and the selected objects left as they were
         StructField("restored_files", LongType()),

@@ -443,6 +443,9 @@ def test_a_slice_of_only_needed_files_skips_deltas_dry_run_and_an_unneeded_objec
     assert code == 0 and run["status"] == "ok", run["reason"]
     assert run["delta_plan_skipped"] and run["planned_files"] == 0 and run["partitions"] == []
     assert run["coverage"] == 1.0
+    # the history keeps the reason: a planned 0 Delta was not asked for is told from one it answered
+    [row] = spark.read.format("delta").load(f"file://{tmp_path}/vacuum_runs").collect()
+    assert row["delta_plan_skipped"] == run["delta_plan_skipped"] and row["planned_files"] == 0
     before = files_under(root)
     code, result = vacuum(registry, inventory)
     assert code == 0 and result["tables"][0]["delta_plan_skipped"]

@@ -581,7 +581,8 @@ def _needed(retained_since_millis: int | None) -> Column:
 # resolves paths, and as Delta compares the paths of its valid files with its inventory's (plain
 # string equality). A path in any other form (an escape, a scheme, a dot segment) may be one file
 # to the tool's decoding and another to Delta's comparison.
-PLAIN_RELATIVE_PATH = r"^[A-Za-z0-9_=-][A-Za-z0-9._=-]*(/[A-Za-z0-9_=-][A-Za-z0-9._=-]*)*$"
+# (\z, not $: Java's $ also matches before a final line terminator)
+PLAIN_RELATIVE_PATH = r"^[A-Za-z0-9_=-][A-Za-z0-9._=-]*(/[A-Za-z0-9_=-][A-Za-z0-9._=-]*)*\z"
 
 
 def needed_files(files: DataFrame, state: TableState, retained_since_millis: int | None) -> DataFrame:
