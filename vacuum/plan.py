@@ -576,8 +576,8 @@ def _needed(retained_since_millis: int | None) -> Column:
     return needed
 
 
-# A path in the log that is relative and made only of these characters, with no empty, "." or ".."
-# component, is the same string in every form: as written, decoded as a URI, resolved as Hadoop
+# A path in the log that is relative and made only of these characters, with no empty component
+# and none that starts with ".", is the same string in every form: as written, decoded as a URI, resolved as Hadoop
 # resolves paths, and as Delta compares the paths of its valid files with its inventory's (plain
 # string equality). A path in any other form (an escape, a scheme, a dot segment) may be one file
 # to the tool's decoding and another to Delta's comparison.
@@ -631,8 +631,8 @@ def _coverage(
 
 @dataclass(frozen=True)
 class SliceCounts:
-    """What the classification kept, the coverage of the slice it left, and how many of the
-    slice's objects no version inside the retention window needs, from one Spark job."""
+    """What the classification kept, the coverage of the slice it left, and whether Delta can name
+    any of its objects (:attr:`delta_names_nothing`), from one Spark job."""
 
     # objects kept out of the slice, by (reason, nested table root or None)
     kept: dict[tuple[str, str | None], int]
@@ -666,8 +666,9 @@ def slice_counts(
     """The objects :func:`classify_objects` kept, by reason and nested root,
     :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``), the
     slice's objects that are not :func:`needed_files` with ``retained_since_millis``, and the
-    needed files in another form than PLAIN_RELATIVE_PATH's: the aggregations in one Spark job, a union of their rows (a job per aggregation would cost a
-    small table as much as the aggregation itself)."""
+    needed files logged in another form than PLAIN_RELATIVE_PATH's: the aggregations in one Spark
+    job, a union of their rows (a job per aggregation would cost a small table as much as the
+    aggregation itself)."""
     count = F.lit(None).cast("long")
     kept = (
         classified.where(F.col("kept_reason").isNotNull())
