@@ -330,8 +330,7 @@ def _vacuum(ctx: TableContext) -> None:
             log.info("%s: %s", table.name, PLAN_SKIPPED)
             if options.collect_candidates:
                 run.candidates = CANDIDATES_SCHEMA.empty_table()
-            run.deleted_files = run.deleted_bytes = run.remaining_files = 0
-            return
+            return  # planned, deleted and remaining stay at TableRun's 0
         view = (
             cleanup.enter_context(temporary_view(delta_inventory(slice_frame)))
             if slice_frame is not None
