@@ -501,3 +501,38 @@ def test_a_needed_file_logged_in_another_form_than_delta_compares_keeps_deltas_d
     [run] = result["tables"]
     assert code != 0 and run["status"] == "refused" and run["delta_plan_skipped"] is None
     assert "live" in run["reason"] and "copy.parquet" in run["reason"]
+
+
+@pytest.mark.slow
+def test_a_deletion_vector_whose_file_cannot_be_named_keeps_deltas_dry_run(spark, tmp_path):
+    """A live file's ``u`` vector whose value is shorter than its file's UUID names no file: Delta
+    fails on it ("Input should be 5 character aligned"), and the run refuses the table saying why,
+    rather than judge its every object needed and report it vacuumed."""
+    import json
+
+    root = tmp_path / "lake" / "events"
+    uri = f"file://{root}"
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id BIGINT) USING delta "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.range(10).coalesce(1).write.format("delta").mode("append").save(uri)
+    [data] = [p for p in root.iterdir() if p.suffix == ".parquet"]
+    now = int(time.time() * 1000)
+    file = {"path": data.name, "partitionValues": {}, "size": data.stat().st_size, "dataChange": True}
+    vector = {"storageType": "u", "pathOrInlineDv": "abc", "offset": 1, "sizeInBytes": 34, "cardinality": 1}
+    actions = [
+        {"commitInfo": {"operation": "DELETE"}},
+        {"remove": {**file, "deletionTimestamp": now}},
+        {"add": {**file, "modificationTime": now, "deletionVector": vector}},
+    ]
+    (root / "_delta_log" / f"{2:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, tmp_path / "lake", inventory)
+    registry = write_registry(tmp_path / "tables.yaml", events=root)
+
+    code, result = vacuum(registry, inventory, "--dry-run")
+    [run] = result["tables"]
+    assert code != 0 and run["status"] == "refused" and run["delta_plan_skipped"] is None, run
+    assert "1 file(s)" in run["reason"] and "deletion vector whose file cannot be named" in run["reason"]
+    assert str(root) in run["reason"]

@@ -24,6 +24,7 @@ from vacuum.ledger import deleted_since
 from vacuum.plan import (
     CLASSIFIED_COLUMNS,
     InventoryFigures,
+    SliceCounts,
     classify_objects,
     inventory_figures,
     inventory_slice,
@@ -142,19 +143,31 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
     )
     try:
         slice_frame = inventory_slice(classified, state).persist()
-        assert ctx.live_files is not None
-        ctx.live_files = in_one_partition(spark, ctx.live_files)
-        assert ctx.retained_since_millis is not None, "the retention is fixed first"
-        counts = slice_counts(
-            classified,
-            slice_frame,
-            ctx.live_files,
-            int(taken_at.timestamp() * 1000),
-            state,
-            ctx.retained_since_millis,
-        )
+        try:
+            assert ctx.live_files is not None
+            ctx.live_files = in_one_partition(spark, ctx.live_files)
+            assert ctx.retained_since_millis is not None, "the retention is fixed first"
+            counts = slice_counts(
+                classified,
+                slice_frame,
+                ctx.live_files,
+                int(taken_at.timestamp() * 1000),
+                state,
+                ctx.retained_since_millis,
+            )
+            _judge_slice(ctx, counts, nested_roots)
+        except BaseException:
+            slice_frame.unpersist()  # a refused or failed table keeps nothing cached
+            raise
     finally:
         classified.unpersist()
+    return slice_frame
+
+
+def _judge_slice(ctx: TableContext, counts: SliceCounts, nested_roots: Sequence[str]) -> None:
+    """Report what the classification kept, then gate the slice on ``counts``: a log with a
+    deletion vector Delta cannot name refuses the table, and so does too little coverage."""
+    state, run = ctx.snapshot, ctx.run
     for (reason, _), objects in counts.kept.items():
         run.keep(reason, objects)
     report_nested(
@@ -168,9 +181,15 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
         run,
     )
     report_protected(run)
-    run.coverage = gates.check_coverage(counts.eligible, counts.covered, options.min_coverage)
+    if counts.unnamed_vectors:
+        raise VacuumRefused(
+            f"{counts.unnamed_vectors} file(s) in the log of {state.qualified_location} that a version "
+            "inside the retention window reads have a deletion vector whose file cannot be named (a "
+            "'u' vector not ending in a 20-character Base85 UUID, a 'p' vector of no path, or a "
+            "storage type Delta does not know): Delta cannot vacuum this table; nothing deleted"
+        )
+    run.coverage = gates.check_coverage(counts.eligible, counts.covered, ctx.options.min_coverage)
     ctx.delta_names_nothing = counts.delta_names_nothing
-    return slice_frame
 
 
 def not_protected(roots: Sequence[str], protected_prefixes: Sequence[str]) -> list[str]:

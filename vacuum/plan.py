@@ -642,8 +642,11 @@ class SliceCounts:
     # the slice's objects that are not :func:`needed_files` (whatever their age)
     unneeded: int
     # needed files whose path in the log (or whose deletion vector's file) is not in
-    # PLAIN_RELATIVE_PATH's form, the one Delta and the tool read alike
+    # PLAIN_RELATIVE_PATH's form, the one Delta and the tool read alike, or whose deletion
+    # vector's file cannot be named
     needed_in_other_forms: int
+    # needed files whose deletion vector's file cannot be named (Delta cannot vacuum the table)
+    unnamed_vectors: int = 0
 
     @property
     def delta_names_nothing(self) -> bool:
@@ -653,6 +656,29 @@ class SliceCounts:
         reads. Every object of the slice is such a file, by a path Delta compares as the tool
         does."""
         return self.unneeded == 0 and self.needed_in_other_forms == 0
+
+
+# slice_counts' union: each aggregation's row, tagged by ``row``, with the counts it has
+_COUNT_ROW_COLUMNS = {
+    "kept_reason": "string",
+    "nested_root": "string",
+    "objects": "long",
+    "eligible": "long",
+    "covered": "long",
+    "unnamed_vectors": "long",
+}
+
+
+def _count_row(counts: DataFrame, row: str) -> DataFrame:
+    """``counts`` as rows of :func:`slice_counts`' union: tagged ``row``, a column it lacks null."""
+    present = set(counts.columns)
+    return counts.select(
+        F.lit(row).alias("row"),
+        *(
+            F.col(name) if name in present else F.lit(None).cast(kind).alias(name)
+            for name, kind in _COUNT_ROW_COLUMNS.items()
+        ),
+    )
 
 
 def slice_counts(
@@ -666,47 +692,45 @@ def slice_counts(
     """The objects :func:`classify_objects` kept, by reason and nested root,
     :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``), the
     slice's objects that are not :func:`needed_files` with ``retained_since_millis``, and the
-    needed files logged in another form than PLAIN_RELATIVE_PATH's: the aggregations in one Spark
-    job, a union of their rows (a job per aggregation would cost a small table as much as the
-    aggregation itself)."""
-    count = F.lit(None).cast("long")
-    kept = (
+    needed files logged in another form than PLAIN_RELATIVE_PATH's or with a deletion vector whose
+    file cannot be named (:func:`~vacuum.snapshot.deletion_vector_unnamed`): the aggregations in
+    one Spark job, a union of their rows (a job per aggregation would cost a small table as much
+    as the aggregation itself)."""
+    kept = _count_row(
         classified.where(F.col("kept_reason").isNotNull())
         .groupBy("kept_reason", "nested_root")
-        .agg(F.count(F.lit(1)).alias("objects"))
-        .select(F.lit("kept").alias("row"), "kept_reason", "nested_root", "objects",
-                count.alias("eligible"), count.alias("covered"))
-    )  # fmt: skip
-    nothing = F.lit(None).cast("string")
-    coverage = _coverage(live_files, slice_frame, taken_at_millis, state).select(
-        F.lit("coverage").alias("row"), nothing.alias("kept_reason"), nothing.alias("nested_root"),
-        count.alias("objects"), "eligible", "covered",
-    )  # fmt: skip
+        .agg(F.count(F.lit(1)).alias("objects")),
+        "kept",
+    )
+    coverage = _count_row(_coverage(live_files, slice_frame, taken_at_millis, state), "coverage")
     # a needed file named twice (a deletion vector's file that several files share) matches a
     # slice object twice: that object is needed all the same, and only those that match none count
     needed = needed_files(live_files, state, retained_since_millis).withColumn("needed", F.lit(True))
-    unneeded = (
+    unneeded = _count_row(
         slice_frame.select("relative_path")
         .join(needed, "relative_path", "left")
-        .agg(F.count(F.when(F.col("needed").isNull(), F.lit(1))).alias("objects"))
-        .select(F.lit("unneeded").alias("row"), nothing.alias("kept_reason"), nothing.alias("nested_root"),
-                "objects", count.alias("eligible"), count.alias("covered"))
-    )  # fmt: skip
-    plain = F.col("path").rlike(PLAIN_RELATIVE_PATH) & (
-        F.col("deletionVectorPath").isNull() | F.col("deletionVectorPath").rlike(PLAIN_RELATIVE_PATH)
+        .agg(F.count(F.when(F.col("needed").isNull(), F.lit(1))).alias("objects")),
+        "unneeded",
     )
-    other_forms = (
-        live_files.where(_needed(retained_since_millis))
-        .agg(F.count(F.when(~plain, F.lit(1))).alias("objects"))
-        .select(F.lit("other_forms").alias("row"), nothing.alias("kept_reason"), nothing.alias("nested_root"),
-                "objects", count.alias("eligible"), count.alias("covered"))
-    )  # fmt: skip
+    # a vector whose file the tool cannot name is no form Delta reads alike either: Delta fails on it
+    plain = (
+        F.col("path").rlike(PLAIN_RELATIVE_PATH)
+        & ~F.col("deletionVectorUnnamed")
+        & (F.col("deletionVectorPath").isNull() | F.col("deletionVectorPath").rlike(PLAIN_RELATIVE_PATH))
+    )
+    other_forms = _count_row(
+        live_files.where(_needed(retained_since_millis)).agg(
+            F.count(F.when(~plain, F.lit(1))).alias("objects"),
+            F.count(F.when(F.col("deletionVectorUnnamed"), F.lit(1))).alias("unnamed_vectors"),
+        ),
+        "other_forms",
+    )
     rows = kept.unionByName(coverage).unionByName(unneeded).unionByName(other_forms).collect()
     # one row each of coverage, unneeded and other forms: a global aggregation is one row, its
     # counts never null
     (counted,) = [row for row in rows if row["row"] == "coverage"]
     (unneeded_objects,) = [int(row["objects"]) for row in rows if row["row"] == "unneeded"]
-    (other_form_files,) = [int(row["objects"]) for row in rows if row["row"] == "other_forms"]
+    (other_forms_row,) = [row for row in rows if row["row"] == "other_forms"]
     return SliceCounts(
         kept={
             (row["kept_reason"], row["nested_root"]): int(row["objects"])
@@ -716,7 +740,8 @@ def slice_counts(
         eligible=int(counted["eligible"]),
         covered=int(counted["covered"]),
         unneeded=unneeded_objects,
-        needed_in_other_forms=other_form_files,
+        needed_in_other_forms=int(other_forms_row["objects"]),
+        unnamed_vectors=int(other_forms_row["unnamed_vectors"]),
     )
 
 

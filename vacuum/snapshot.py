@@ -89,11 +89,12 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     The files frame holds the snapshot's live files (Delta's ``AddFile``) and its tombstones
     (``RemoveFile``, which an older version inside the retention window may still read):
     ``path`` (relative and URL-encoded, or absolute), ``size``, ``modificationTime`` (null for a
-    tombstone), ``deletionTimestamp`` (epoch milliseconds; null for a live file), ``tombstone``
-    and ``deletionVectorPath`` (the file that holds the file's deletion vector, in ``path``'s
-    form: see :func:`deletion_vector_path`; null without one). The location, the
-    partition columns, the retention and the UniForm flag are the same snapshot's, so every fact
-    belongs to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
+    tombstone), ``deletionTimestamp`` (epoch milliseconds; null for a live file), ``tombstone``,
+    ``deletionVectorPath`` (the file that holds the file's deletion vector, in ``path``'s form:
+    see :func:`deletion_vector_path`; null without one) and ``deletionVectorUnnamed`` (a vector
+    whose file cannot be named: :func:`deletion_vector_unnamed`). The location, the partition
+    columns, the retention and the UniForm flag are the same snapshot's, so every fact belongs
+    to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
     retention check).
     """
     snapshot = _newest_snapshot(spark, uri)
@@ -105,6 +106,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         F.lit(None).cast("long").alias("deletionTimestamp"),
         F.lit(False).alias("tombstone"),
         deletion_vector_path().alias("deletionVectorPath"),
+        deletion_vector_unnamed().alias("deletionVectorUnnamed"),
     )
     tombstones = DataFrame(snapshot.tombstones().toDF(), spark).select(
         "path",
@@ -113,6 +115,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         F.coalesce(F.col("deletionTimestamp"), F.lit(0).cast("long")).alias("deletionTimestamp"),
         F.lit(True).alias("tombstone"),
         deletion_vector_path().alias("deletionVectorPath"),
+        deletion_vector_unnamed().alias("deletionVectorUnnamed"),
     )
     files = live.unionByName(tombstones)
     metadata = snapshot.metadata()
@@ -395,6 +398,29 @@ def _deletion_vector_path(gateway: object, column: str) -> F.Column:
     return F.when((kind == "u") & (F.length(value) >= 20), relative).when(kind == "p", value)
 
 
+def deletion_vector_unnamed(column: str = "deletionVector") -> F.Column:
+    """Whether an ``AddFile``'s or ``RemoveFile``'s deletion vector is kept in a file that
+    :func:`deletion_vector_path` cannot name: a ``u`` vector whose value does not end in 20
+    characters of Delta's Base85 alphabet, a ``p`` vector of no path, a storage type Delta does
+    not know. Delta's VACUUM fails on such a vector (it cannot name the file to keep either), so
+    the run must ask it rather than judge the table without it. False without a vector and for an
+    inline one; built once per JVM, as :func:`deletion_vector_path` is."""
+    return _deletion_vector_unnamed(SparkContext._gateway, column)
+
+
+@functools.lru_cache(maxsize=8)
+def _deletion_vector_unnamed(gateway: object, column: str) -> F.Column:
+    kind = F.col(f"{column}.storageType")
+    value = F.col(f"{column}.pathOrInlineDv")
+    alphabet = "".join("\\" + c if c in "[]\\^-&" else c for c in _Z85)
+    named = (
+        (kind == "i")
+        | ((kind == "u") & value.rlike(f"[{alphabet}]{{20}}\\z"))
+        | ((kind == "p") & value.isNotNull())
+    )
+    return F.col(column).isNotNull() & ~F.coalesce(named, F.lit(False))
+
+
 def decoded_relative_path(column: str = "path") -> F.Column:
     """Delta's URL-encoded relative ``AddFile.path`` as the raw key suffix S3 Inventory shows.
 
@@ -424,11 +450,20 @@ def live_relative_path(state: TableState, column: str = "path") -> F.Column:
     slashes that Hadoop resolves: each is the table's file all the same, and the checks must see
     it as live. A file outside the table (a shallow clone's source, a ``..`` above the root) has
     no relative path: null.
+
+    Built once per JVM, table location and column, as :func:`deletion_vector_path` is: a table's
+    plan reads it three times (the coverage, the files a version inside the retention window
+    needs, the check of Delta's answer), and it takes some 120 calls into the JVM to build.
     """
+    return _live_relative_path(SparkContext._gateway, state.qualified_location, column)
+
+
+@functools.lru_cache(maxsize=64)
+def _live_relative_path(gateway: object, qualified_location: str, column: str) -> F.Column:
     decoded = decoded_relative_path(column)
     absolute = F.col(column).rlike(r"^[A-Za-z][A-Za-z0-9+.-]*:")
     rooted = ~absolute & decoded.startswith("/")  # Hadoop reads it on the table's own bucket
-    location = StorageLocation.parse(state.qualified_location, what="table location")
+    location = StorageLocation.parse(qualified_location, what="table location")
     root = "/" + (location.key + "/" if location.key else "")
     if location.is_s3:
         host = F.lower(F.regexp_replace(F.regexp_extract(decoded, _S3_URI, 1), r"^.*@|:[0-9]*$", ""))
