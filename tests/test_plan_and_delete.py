@@ -442,29 +442,29 @@ def test_a_deletion_vectors_prefix_is_a_raw_name_not_url_encoded(spark):
     assert all(r[2] for r in decoded.collect())
 
 
-def test_a_deletion_vector_whose_file_cannot_be_named_is_told_apart(spark):
-    """A ``u`` vector's value ends in its file's UUID, 20 characters of Delta's Base85 alphabet; a
-    shorter value, a character outside the alphabet, a ``p`` vector without a path or a storage
-    type Delta does not know name no file: Delta's VACUUM fails on them, and the run must not
-    judge such a table without asking it."""
-    from vacuum.snapshot import _Z85, deletion_vector_unnamed
+def test_a_deletion_vector_deltas_vacuum_fails_on_is_told_apart(spark):
+    """A ``u`` vector's value ends in its file's UUID, 20 characters of Delta's Base85 alphabet;
+    Delta's VACUUM fails on a shorter value or a character outside the alphabet (it cannot decode
+    the UUID), on an inline vector (it matches only vectors on disk) and on a storage type it does
+    not know. A ``p`` vector's path it does not read, whatever it is."""
+    from vacuum.snapshot import _Z85, deletion_vector_vacuum_fails
 
     encoded = "vCaZ(fFdb2hEJ#&-cb0x"
-    cases = {  # (storage type, value) -> no file can be named
+    cases = {  # (storage type, value) -> Delta's VACUUM fails on it
         None: False,  # no vector
-        ("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"): False,  # inline: no file
         ("u", encoded): False,
         ("u", "ab" + encoded): False,
         # the alphabet's characters that a character class treats apart: - [ ] ^ &
         ("u", _Z85[-20:]): False,
         ("u", _Z85[60:80]): False,
         ("p", "s3://lake/source/deletion_vector_x.bin"): False,
+        ("p", None): False,
         ("u", "abc"): True,  # shorter than a UUID
         ("u", encoded[:-1] + "~"): True,  # not of the alphabet
         ("u", encoded[:-1] + "\\"): True,
         ("u", encoded + "\n"): True,
         ("u", None): True,
-        ("p", None): True,
+        ("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"): True,  # inline
         ("x", encoded): True,  # a storage type Delta does not know
         (None, encoded): True,
     }
@@ -472,9 +472,9 @@ def test_a_deletion_vector_whose_file_cannot_be_named_is_told_apart(spark):
         [(index, vector) for index, vector in enumerate(cases)],
         "case int, deletionVector struct<storageType: string, pathOrInlineDv: string>",
     )
-    found = dict(vectors.select("case", deletion_vector_unnamed()).collect())
+    found = dict(vectors.select("case", deletion_vector_vacuum_fails()).collect())
     assert [found[i] for i in range(len(cases))] == list(cases.values())
-    assert deletion_vector_unnamed() is deletion_vector_unnamed()
+    assert deletion_vector_vacuum_fails() is deletion_vector_vacuum_fails()
 
 
 def test_dot_segments_nested_up_to_the_passes_resolve_and_deeper_ones_name_no_object(spark):

@@ -166,7 +166,7 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
 
 def _judge_slice(ctx: TableContext, counts: SliceCounts, nested_roots: Sequence[str]) -> None:
     """Report what the classification kept, then gate the slice on ``counts``: a log with a
-    deletion vector Delta cannot name refuses the table, and so does too little coverage."""
+    deletion vector Delta's VACUUM fails on refuses the table, and so does too little coverage."""
     state, run = ctx.snapshot, ctx.run
     for (reason, _), objects in counts.kept.items():
         run.keep(reason, objects)
@@ -181,12 +181,12 @@ def _judge_slice(ctx: TableContext, counts: SliceCounts, nested_roots: Sequence[
         run,
     )
     report_protected(run)
-    if counts.unnamed_vectors:
+    if counts.vectors_vacuum_fails_on:
         raise VacuumRefused(
-            f"{counts.unnamed_vectors} file(s) in the log of {state.qualified_location} that a version "
-            "inside the retention window reads have a deletion vector whose file cannot be named (a "
-            "'u' vector not ending in a 20-character Base85 UUID, a 'p' vector of no path, or a "
-            "storage type Delta does not know): Delta cannot vacuum this table; nothing deleted"
+            f"{counts.vectors_vacuum_fails_on} of the files and tombstones in the log of "
+            f"{state.qualified_location} that a version inside the retention window reads have a "
+            "deletion vector Delta's VACUUM fails on (an inline vector, a 'u' vector not ending in a "
+            "20-character Base85 UUID, or a storage type Delta does not know): nothing deleted"
         )
     run.coverage = gates.check_coverage(counts.eligible, counts.covered, ctx.options.min_coverage)
     ctx.delta_names_nothing = counts.delta_names_nothing

@@ -643,10 +643,11 @@ class SliceCounts:
     unneeded: int
     # needed files whose path in the log (or whose deletion vector's file) is not in
     # PLAIN_RELATIVE_PATH's form, the one Delta and the tool read alike, or whose deletion
-    # vector's file cannot be named
+    # vector is one Delta's VACUUM fails on
     needed_in_other_forms: int
-    # needed files whose deletion vector's file cannot be named (Delta cannot vacuum the table)
-    unnamed_vectors: int = 0
+    # needed files (log entries: live files and tombstones) whose deletion vector Delta's VACUUM
+    # fails on (it cannot vacuum the table)
+    vectors_vacuum_fails_on: int = 0
 
     @property
     def delta_names_nothing(self) -> bool:
@@ -665,7 +666,7 @@ _COUNT_ROW_COLUMNS = {
     "objects": "long",
     "eligible": "long",
     "covered": "long",
-    "unnamed_vectors": "long",
+    "vectors_vacuum_fails_on": "long",
 }
 
 
@@ -692,8 +693,8 @@ def slice_counts(
     """The objects :func:`classify_objects` kept, by reason and nested root,
     :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``), the
     slice's objects that are not :func:`needed_files` with ``retained_since_millis``, and the
-    needed files logged in another form than PLAIN_RELATIVE_PATH's or with a deletion vector whose
-    file cannot be named (:func:`~vacuum.snapshot.deletion_vector_unnamed`): the aggregations in
+    needed files logged in another form than PLAIN_RELATIVE_PATH's or with a deletion vector
+    Delta's VACUUM fails on (:func:`~vacuum.snapshot.deletion_vector_vacuum_fails`): the aggregations in
     one Spark job, a union of their rows (a job per aggregation would cost a small table as much
     as the aggregation itself)."""
     kept = _count_row(
@@ -712,16 +713,16 @@ def slice_counts(
         .agg(F.count(F.when(F.col("needed").isNull(), F.lit(1))).alias("objects")),
         "unneeded",
     )
-    # a vector whose file the tool cannot name is no form Delta reads alike either: Delta fails on it
+    # a vector Delta's VACUUM fails on is no form it reads alike either (nor one the tool can name)
     plain = (
         F.col("path").rlike(PLAIN_RELATIVE_PATH)
-        & ~F.col("deletionVectorUnnamed")
+        & ~F.col("deletionVectorVacuumFails")
         & (F.col("deletionVectorPath").isNull() | F.col("deletionVectorPath").rlike(PLAIN_RELATIVE_PATH))
     )
     other_forms = _count_row(
         live_files.where(_needed(retained_since_millis)).agg(
             F.count(F.when(~plain, F.lit(1))).alias("objects"),
-            F.count(F.when(F.col("deletionVectorUnnamed"), F.lit(1))).alias("unnamed_vectors"),
+            F.count(F.when(F.col("deletionVectorVacuumFails"), F.lit(1))).alias("vectors_vacuum_fails_on"),
         ),
         "other_forms",
     )
@@ -741,7 +742,7 @@ def slice_counts(
         covered=int(counted["covered"]),
         unneeded=unneeded_objects,
         needed_in_other_forms=int(other_forms_row["objects"]),
-        unnamed_vectors=int(other_forms_row["unnamed_vectors"]),
+        vectors_vacuum_fails_on=int(other_forms_row["vectors_vacuum_fails_on"]),
     )
 
 

@@ -91,8 +91,8 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     ``path`` (relative and URL-encoded, or absolute), ``size``, ``modificationTime`` (null for a
     tombstone), ``deletionTimestamp`` (epoch milliseconds; null for a live file), ``tombstone``,
     ``deletionVectorPath`` (the file that holds the file's deletion vector, in ``path``'s form:
-    see :func:`deletion_vector_path`; null without one) and ``deletionVectorUnnamed`` (a vector
-    whose file cannot be named: :func:`deletion_vector_unnamed`). The location, the partition
+    see :func:`deletion_vector_path`; null without one) and ``deletionVectorVacuumFails`` (a
+    vector Delta's VACUUM fails on: :func:`deletion_vector_vacuum_fails`). The location, the partition
     columns, the retention and the UniForm flag are the same snapshot's, so every fact belongs
     to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
     retention check).
@@ -106,7 +106,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         F.lit(None).cast("long").alias("deletionTimestamp"),
         F.lit(False).alias("tombstone"),
         deletion_vector_path().alias("deletionVectorPath"),
-        deletion_vector_unnamed().alias("deletionVectorUnnamed"),
+        deletion_vector_vacuum_fails().alias("deletionVectorVacuumFails"),
     )
     tombstones = DataFrame(snapshot.tombstones().toDF(), spark).select(
         "path",
@@ -115,7 +115,7 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
         F.coalesce(F.col("deletionTimestamp"), F.lit(0).cast("long")).alias("deletionTimestamp"),
         F.lit(True).alias("tombstone"),
         deletion_vector_path().alias("deletionVectorPath"),
-        deletion_vector_unnamed().alias("deletionVectorUnnamed"),
+        deletion_vector_vacuum_fails().alias("deletionVectorVacuumFails"),
     )
     files = live.unionByName(tombstones)
     metadata = snapshot.metadata()
@@ -398,27 +398,25 @@ def _deletion_vector_path(gateway: object, column: str) -> F.Column:
     return F.when((kind == "u") & (F.length(value) >= 20), relative).when(kind == "p", value)
 
 
-def deletion_vector_unnamed(column: str = "deletionVector") -> F.Column:
-    """Whether an ``AddFile``'s or ``RemoveFile``'s deletion vector is kept in a file that
-    :func:`deletion_vector_path` cannot name: a ``u`` vector whose value does not end in 20
-    characters of Delta's Base85 alphabet, a ``p`` vector of no path, a storage type Delta does
-    not know. Delta's VACUUM fails on such a vector (it cannot name the file to keep either), so
-    the run must ask it rather than judge the table without it. False without a vector and for an
-    inline one; built once per JVM, as :func:`deletion_vector_path` is."""
-    return _deletion_vector_unnamed(SparkContext._gateway, column)
+def deletion_vector_vacuum_fails(column: str = "deletionVector") -> F.Column:
+    """Whether Delta's VACUUM fails on an ``AddFile``'s or ``RemoveFile``'s deletion vector when
+    the file is one a version inside the retention window reads: a ``u`` vector whose value does
+    not end in 20 characters of Delta's Base85 alphabet (the file's UUID, which it cannot
+    decode), an inline vector (``i``: its VACUUM matches only vectors on disk, and fails with a
+    ``MatchError`` on another), a storage type it does not know. The tool cannot name such a
+    vector's file either. False without a vector and for a ``p`` vector, whose absolute path
+    Delta's VACUUM does not read (:func:`deletion_vector_path` does, for the checks). Built once
+    per JVM, as :func:`deletion_vector_path` is."""
+    return _deletion_vector_vacuum_fails(SparkContext._gateway, column)
 
 
 @functools.lru_cache(maxsize=8)
-def _deletion_vector_unnamed(gateway: object, column: str) -> F.Column:
+def _deletion_vector_vacuum_fails(gateway: object, column: str) -> F.Column:
     kind = F.col(f"{column}.storageType")
     value = F.col(f"{column}.pathOrInlineDv")
     alphabet = "".join("\\" + c if c in "[]\\^-&" else c for c in _Z85)
-    named = (
-        (kind == "i")
-        | ((kind == "u") & value.rlike(f"[{alphabet}]{{20}}\\z"))
-        | ((kind == "p") & value.isNotNull())
-    )
-    return F.col(column).isNotNull() & ~F.coalesce(named, F.lit(False))
+    vacuumed = ((kind == "u") & value.rlike(f"[{alphabet}]{{20}}\\z")) | (kind == "p")
+    return F.col(column).isNotNull() & ~F.coalesce(vacuumed, F.lit(False))
 
 
 def decoded_relative_path(column: str = "path") -> F.Column:
