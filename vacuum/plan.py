@@ -694,9 +694,9 @@ def slice_counts(
     :func:`coverage_counts` of ``slice_frame`` (:func:`inventory_slice` of ``classified``), the
     slice's objects that are not :func:`needed_files` with ``retained_since_millis``, and the
     needed files logged in another form than PLAIN_RELATIVE_PATH's or with a deletion vector
-    Delta's VACUUM fails on (:func:`~vacuum.snapshot.deletion_vector_vacuum_fails`): the aggregations in
-    one Spark job, a union of their rows (a job per aggregation would cost a small table as much
-    as the aggregation itself)."""
+    Delta's VACUUM fails on (:func:`~vacuum.snapshot.deletion_vector_vacuum_fails`): the
+    aggregations in one Spark job, a union of their rows (a job per aggregation would cost a small
+    table as much as the aggregation itself)."""
     kept = _count_row(
         classified.where(F.col("kept_reason").isNotNull())
         .groupBy("kept_reason", "nested_root")

@@ -92,9 +92,9 @@ def load_table_state(spark: SparkSession, uri: str) -> tuple[TableState, DataFra
     tombstone), ``deletionTimestamp`` (epoch milliseconds; null for a live file), ``tombstone``,
     ``deletionVectorPath`` (the file that holds the file's deletion vector, in ``path``'s form:
     see :func:`deletion_vector_path`; null without one) and ``deletionVectorVacuumFails`` (a
-    vector Delta's VACUUM fails on: :func:`deletion_vector_vacuum_fails`). The location, the partition
-    columns, the retention and the UniForm flag are the same snapshot's, so every fact belongs
-    to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
+    vector Delta's VACUUM fails on: :func:`deletion_vector_vacuum_fails`). The location, the
+    partition columns, the retention and the UniForm flag are the same snapshot's, so every fact
+    belongs to one version (Delta's own VACUUM reads a snapshot later still, and applies its own
     retention check).
     """
     snapshot = _newest_snapshot(spark, uri)
