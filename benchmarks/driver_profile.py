@@ -10,12 +10,18 @@ that kind (the kinds overlap: compiling happens inside planning).
 A recording costs time of its own (the profiled run is slower than an unprofiled one), so the
 profiled run is never one of a benchmark's timed runs.
 
+Catalyst's own metering (``RuleExecutor``) times the analyser's and optimiser's rules instead, at
+no cost worth measuring, so a timed run reads it: how much of the driver's work between jobs is
+analysing and optimising each query's plan, and in which rules.
+
     shares, top = profile_shares(Path("driver.jfr"))
+    reset_rule_times(spark); work(); rules = rule_times(spark)
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -137,3 +143,70 @@ def shares_of(lines: Iterable[str], top: int = 10) -> tuple[dict[str, Any], list
         for frame, count in leaves.most_common(top)
     ]
     return shares, frames_top
+
+
+# a rule's line in RuleExecutor.dumpTimeSpent(): its name, effective / total nanoseconds, effective /
+# total runs
+_RULE_LINE = re.compile(r"^(\S+)\s+(\d+) / (\d+)\s+(\d+) / (\d+)\s*$")
+
+
+def reset_rule_times(spark: Any) -> None:
+    """Start Catalyst's rule metering afresh (``RuleExecutor``'s, JVM-wide: every thread's queries)."""
+    spark._jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor.resetMetrics()
+
+
+def rule_times(spark: Any, top: int = 5) -> dict[str, Any]:
+    """Time inside Catalyst's analyser and optimiser rules since :func:`reset_rule_times`:
+    :func:`rule_times_of` ``RuleExecutor.dumpTimeSpent()``."""
+    return rule_times_of(spark._jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor.dumpTimeSpent(), top)
+
+
+def rule_times_of(text: str, top: int = 5) -> dict[str, Any]:
+    """{seconds, runs, top: the ``top`` rules by time, each {rule, seconds, runs, effective_runs}}
+    from the text of ``RuleExecutor.dumpTimeSpent()``. A rule's time includes whatever it waits
+    for: Delta's ``PrepareDeltaScan`` runs its file skipping's Spark job inside the rule, and
+    resolving a Delta table reads its log."""
+    rules: list[dict[str, Any]] = []
+    seconds = runs = None
+    for line in text.splitlines():
+        text_line = line.strip()
+        if text_line.startswith("Total time:"):
+            seconds = float(text_line.split(":", 1)[1].split()[0])
+        elif text_line.startswith("Total number of runs:"):
+            runs = int(text_line.split(":", 1)[1])
+        elif match := _RULE_LINE.match(text_line):
+            name, _, total_ns, effective_runs, total_runs = match.groups()
+            rules.append(
+                {
+                    "rule": name.rsplit(".", 1)[-1],
+                    "seconds": int(total_ns) / 1e9,
+                    "runs": int(total_runs),
+                    "effective_runs": int(effective_runs),
+                }
+            )
+    if seconds is None or runs is None:
+        raise ValueError("not the text of RuleExecutor.dumpTimeSpent(): no total time or runs")
+    rules.sort(key=lambda rule: -rule["seconds"])
+    return {"seconds": seconds, "runs": runs, "top": rules[:top]}
+
+
+def rules_markdown(runs: list[dict[str, Any]]) -> list[str]:
+    """A line per run on the time inside Catalyst's rules, when the run measured it."""
+    lines: list[str] = []
+    for r in runs:
+        rules = r["events"].get("rules")
+        if not rules:
+            continue
+        tables = max(1, rules["tables"])
+        top = "; ".join(
+            f"{rule['rule']} {rule['seconds'] / tables:.2f} s ({rule['runs'] / tables:,.0f} runs)"
+            for rule in rules["top"][:3]
+        )
+        lines.append(
+            f"At --parallel {r['parallel']}, Catalyst's analyser and optimiser rules took "
+            f"{rules['seconds'] / tables:.2f} s a table ({rules['runs'] / tables:,.0f} rule runs a table; "
+            f"`RuleExecutor`'s metering, the threads' wall time summed); the most: {top}. A rule's time "
+            "includes what it waits for: a core, when more tables run at a time than the machine has, and "
+            "Delta's PrepareDeltaScan runs its file skipping's Spark job inside the rule."
+        )
+    return ["", *lines] if lines else []

@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from benchmarks.driver_profile import reset_rule_times, rule_times, rules_markdown
 from benchmarks.s3_server import check_indexed_listing, install_indexed_listing
 from benchmarks.synthetic_table import GARBAGE, Shares, TableBuilder
 from benchmarks.vacuum_at_scale import machine, run_header
@@ -175,6 +176,7 @@ def vacuum_run(
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     since_ms = int(time.time() * 1000)
     compilations = _compilations(spark)
+    reset_rule_times(spark)
     started = time.monotonic()
     with counted_jvm_calls() as calls:
         code = run(
@@ -193,10 +195,12 @@ def vacuum_run(
             f"--parallel {parallel}: {len(bad)} table(s) not ok, e.g. {bad[0]['name']}: {bad[0]['reason']}"
         )
     compiled = _compilations(spark) - compilations
+    rules = rule_times(spark)
     time.sleep(1)  # the event log is flushed at each job's and stage's end
     figures = parse_event_log(event_dir, since_ms, int(time.time() * 1000))
     figures["classes_compiled_per_table"] = round(compiled / max(1, len(report["tables"])), 1)
     figures["jvm_calls_per_table"] = round(calls() / max(1, len(report["tables"])))
+    figures["rules"] = rules | {"tables": len(report["tables"])}
     return seconds, report, figures
 
 
@@ -301,6 +305,7 @@ def markdown(document: dict[str, Any]) -> str:
             f"{document['warm_up_classes_compiled']:.0f} classes) and each earlier row filled it, so a "
             "row shows a running job's steady state.",
         ]
+    lines += rules_markdown(runs)
     lines += [
         "",
         f"Spark jobs by step at --parallel {runs[0]['parallel']} (per table; a job's seconds overlap other tables' when tables run in parallel):",

@@ -17,6 +17,7 @@ import boto3
 import pytest
 
 from benchmarks.costs import LatencyModel, price_per_1000, request_cost
+from benchmarks.driver_profile import rule_times_of, rules_markdown
 from benchmarks.report import markdown
 from benchmarks.s3_server import (
     BenchmarkS3Server,
@@ -454,3 +455,31 @@ def test_every_result_names_the_commit_it_ran_at_and_the_fleets_markdown_shows_i
     assert f"`{document['command'].strip()}` at abc1234, started {started}Z. Machine:" in fleet_markdown(
         document
     )
+
+
+def test_rule_times_reads_catalysts_metering_and_the_markdown_shows_it_per_table() -> None:
+    text = """
+=== Metrics of Analyzer/Optimizer Rules ===
+Total number of runs: 8000
+Total time: 12.5 seconds
+
+Rule                                                  Effective Time / Total Time     Effective Runs / Total Runs
+
+org.apache.spark.sql.delta.stats.PrepareDeltaScan     3000000000 / 4000000000         5 / 40
+org.apache.spark.sql.catalyst.analysis.DeduplicateRelations     700000000 / 2000000000     150 / 3000
+org.apache.spark.sql.catalyst.optimizer.ColumnPruning     200000000 / 500000000      300 / 1000
+org.apache.spark.sql.catalyst.optimizer.ConstantFolding     100000000 / 600000000      100 / 2000
+"""
+    rules = rule_times_of(text, top=3)
+    assert rules["seconds"] == 12.5 and rules["runs"] == 8000
+    assert [r["rule"] for r in rules["top"]] == [
+        "PrepareDeltaScan",
+        "DeduplicateRelations",
+        "ConstantFolding",
+    ]
+    assert rules["top"][0] == {"rule": "PrepareDeltaScan", "seconds": 4.0, "runs": 40, "effective_runs": 5}
+    (line,) = [x for x in rules_markdown([{"parallel": 4, "events": {"rules": rules | {"tables": 10}}}]) if x]
+    assert "took 1.25 s a table" in line and "PrepareDeltaScan 0.40 s (4 runs)" in line
+    assert rules_markdown([{"parallel": 4, "events": {}}]) == []
+    with pytest.raises(ValueError, match="dumpTimeSpent"):
+        rule_times_of("nothing here")
