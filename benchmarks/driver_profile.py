@@ -148,6 +148,9 @@ def shares_of(lines: Iterable[str], top: int = 10) -> tuple[dict[str, Any], list
 # a rule's line in RuleExecutor.dumpTimeSpent(): its name, effective / total nanoseconds, effective /
 # total runs
 _RULE_LINE = re.compile(r"^(\S+)\s+(\d+) / (\d+)\s+(\d+) / (\d+)\s*$")
+# rules whose time is mostly waiting rather than Catalyst's work: resolving a Delta table reads its
+# log, and Delta's PrepareDeltaScan runs its file skipping's Spark job inside the rule
+WAITING_RULES = ("ResolveDataSource", "Analyzer$ResolveRelations", "PrepareDeltaScan")
 
 
 def reset_rule_times(spark: Any) -> None:
@@ -156,18 +159,23 @@ def reset_rule_times(spark: Any) -> None:
 
 
 def rule_times(spark: Any, top: int = 5) -> dict[str, Any]:
-    """Time inside Catalyst's analyser and optimiser rules since :func:`reset_rule_times`:
-    :func:`rule_times_of` ``RuleExecutor.dumpTimeSpent()``."""
+    """Time inside Catalyst's rules since :func:`reset_rule_times`: :func:`rule_times_of`
+    ``RuleExecutor.dumpTimeSpent()``."""
     return rule_times_of(spark._jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor.dumpTimeSpent(), top)
 
 
 def rule_times_of(text: str, top: int = 5) -> dict[str, Any]:
-    """{seconds, runs, top: the ``top`` rules by time, each {rule, seconds, runs, effective_runs}}
-    from the text of ``RuleExecutor.dumpTimeSpent()``. A rule's time includes whatever it waits
-    for: Delta's ``PrepareDeltaScan`` runs its file skipping's Spark job inside the rule, and
-    resolving a Delta table reads its log."""
+    """{seconds, runs, waiting_seconds, analyser_seconds, top: the ``top`` rules by time, each
+    {rule, seconds, runs, effective_runs}} from the text of ``RuleExecutor.dumpTimeSpent()``.
+
+    ``seconds`` is Spark's total, the sum of every rule's time: an upper bound on Catalyst's own
+    work, as a rule's time includes whatever it waits for (:data:`WAITING_RULES`, whose sum is
+    ``waiting_seconds``) and a rule run inside another counts in both. ``analyser_seconds`` sums
+    the analyser's other rules, which run on every DataFrame as it is built. Raises ValueError on
+    text that is not such a dump, or whose rules do not add up to its total (a line not read)."""
     rules: list[dict[str, Any]] = []
     seconds = runs = None
+    analyser = 0.0
     for line in text.splitlines():
         text_line = line.strip()
         if text_line.startswith("Total time:"):
@@ -176,18 +184,30 @@ def rule_times_of(text: str, top: int = 5) -> dict[str, Any]:
             runs = int(text_line.split(":", 1)[1])
         elif match := _RULE_LINE.match(text_line):
             name, _, total_ns, effective_runs, total_runs = match.groups()
+            short = name.rsplit(".", 1)[-1]
             rules.append(
                 {
-                    "rule": name.rsplit(".", 1)[-1],
+                    "rule": short,
                     "seconds": int(total_ns) / 1e9,
                     "runs": int(total_runs),
                     "effective_runs": int(effective_runs),
                 }
             )
+            if (".catalyst.analysis." in name or "Analyzer$" in name) and short not in WAITING_RULES:
+                analyser += int(total_ns) / 1e9
     if seconds is None or runs is None:
         raise ValueError("not the text of RuleExecutor.dumpTimeSpent(): no total time or runs")
+    if abs(sum(rule["seconds"] for rule in rules) - seconds) > 0.001 + seconds * 1e-6:
+        raise ValueError("RuleExecutor.dumpTimeSpent(): its rules' lines do not add up to its total time")
     rules.sort(key=lambda rule: -rule["seconds"])
-    return {"seconds": seconds, "runs": runs, "top": rules[:top]}
+    waiting = sum(rule["seconds"] for rule in rules if rule["rule"] in WAITING_RULES)
+    return {
+        "seconds": seconds,
+        "runs": runs,
+        "waiting_seconds": round(waiting, 3),
+        "analyser_seconds": round(analyser, 3),
+        "top": rules[:top],
+    }
 
 
 def rules_markdown(runs: list[dict[str, Any]]) -> list[str]:
@@ -202,11 +222,18 @@ def rules_markdown(runs: list[dict[str, Any]]) -> list[str]:
             f"{rule['rule']} {rule['seconds'] / tables:.2f} s ({rule['runs'] / tables:,.0f} runs)"
             for rule in rules["top"][:3]
         )
+        parts = ""
+        if "waiting_seconds" in rules:
+            parts = (
+                f", {rules['waiting_seconds'] / tables:.2f} s of it in rules that read a Delta table's log "
+                f"or run Delta's file skipping ({', '.join(WAITING_RULES)}) and "
+                f"{rules['analyser_seconds'] / tables:.2f} s in the analyser's other rules"
+            )
         lines.append(
-            f"At --parallel {r['parallel']}, Catalyst's analyser and optimiser rules took "
-            f"{rules['seconds'] / tables:.2f} s a table ({rules['runs'] / tables:,.0f} rule runs a table; "
-            f"`RuleExecutor`'s metering, the threads' wall time summed); the most: {top}. A rule's time "
-            "includes what it waits for: a core, when more tables run at a time than the machine has, and "
-            "Delta's PrepareDeltaScan runs its file skipping's Spark job inside the rule."
+            f"At --parallel {r['parallel']}, Catalyst's rules took at most {rules['seconds'] / tables:.2f} s "
+            f"a table{parts} ({rules['runs'] / tables:,.0f} rule runs a table; `RuleExecutor`'s "
+            f"metering, the sum of its rules' times over every thread); the most: {top}. A rule's time "
+            "includes what it waits for, a core too when more tables run at a time than the machine "
+            "has, and a rule run inside another counts in both."
         )
     return ["", *lines] if lines else []
