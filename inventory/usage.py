@@ -68,25 +68,33 @@ def state_column() -> Column:
     )
 
 
+def usage_sums() -> list[Column]:
+    """The aggregates of :data:`USAGE_SUMS` over rows in the inventory table's schema."""
+    length = F.coalesce(F.col("length"), F.lit(0)).cast("long")
+    small = F.col("length").isNotNull() & (length < SMALL_OBJECT_BYTES)
+    return [
+        F.count(F.lit(1)).alias("objects"),
+        F.sum(length).alias("bytes"),
+        F.count(F.when(small, 1)).alias("small_objects"),
+        F.sum(F.when(small, length).otherwise(0)).alias("small_bytes"),
+    ]
+
+
+def with_usage_keys(rows: DataFrame) -> DataFrame:
+    """``rows`` with the ``state`` and ``prefix`` a usage row is keyed by (:data:`USAGE_KEYS`)."""
+    return rows.select(
+        *[c for c in rows.columns if c not in ("state", "prefix")],
+        state_column().alias("state"),
+        prefix_column(1).alias("prefix"),
+    )
+
+
 def usage_aggregate(rows: DataFrame, *extra: Column) -> DataFrame:
     """Sum rows in the inventory table's schema (``table`` tagged) into :data:`USAGE_SCHEMA` rows.
 
     ``extra`` aggregates (e.g. the ingest's row checks) are computed in the same pass.
     """
-    length = F.coalesce(F.col("length"), F.lit(0)).cast("long")
-    small = F.col("length").isNotNull() & (length < SMALL_OBJECT_BYTES)
-    keyed = rows.select(
-        *[c for c in rows.columns if c not in ("state", "prefix")],
-        state_column().alias("state"),
-        prefix_column(1).alias("prefix"),
-    )
-    return keyed.groupBy(*USAGE_KEYS).agg(
-        F.count(F.lit(1)).alias("objects"),
-        F.sum(length).alias("bytes"),
-        F.count(F.when(small, 1)).alias("small_objects"),
-        F.sum(F.when(small, length).otherwise(0)).alias("small_bytes"),
-        *extra,
-    )
+    return with_usage_keys(rows).groupBy(*USAGE_KEYS).agg(*usage_sums(), *extra)
 
 
 def write_usage(

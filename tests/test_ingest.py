@@ -227,6 +227,54 @@ def test_the_delivery_checks_sum_with_the_usage_in_a_hash_aggregation(spark):
     assert "HashAggregate" in plan and "SortAggregate" not in plan, plan
 
 
+def test_a_written_partition_sums_to_the_usage_rows_of_its_delivery(spark):
+    """The usage rows summed from a partition just written (its tagged rows summed by table before
+    their prefix is known) are the delivery's: every state, storage class and tier, nulls among
+    them, untagged and odd keys, a table one component deep, tables of another bucket and local
+    ones in the registry. A row tagged with a table the registry does not name fails the job."""
+    bucket = "lake"
+    registry = parse_registry(
+        "tables:\n"
+        f"  - {{name: ev, path: 's3://{bucket}/warehouse/events', owner: a}}\n"
+        f"  - {{name: top, path: 's3://{bucket}/top', owner: a}}\n"
+        f"  - {{name: uni, path: 's3a://{bucket}/ünï cödé/t b', owner: a}}\n"
+        "  - {name: elsewhere, path: 's3://elsewhere/warehouse/events', owner: a}\n"
+        "  - {name: local, path: 'file:///tmp/t', owner: a}\n"
+    )
+    keys = [
+        *("warehouse/events/d=1/p.parquet", "warehouse/events/x", "top/a b.parquet", "top/x/y"),
+        *("ünï cödé/t b/z", "other/x.txt", "rootfile", "warehouse/events_v2/d=1/p", "top", "/lead/x"),
+        *("a//b", "trail/", "ünï cödé/free"),
+    ]
+    taken = datetime(2024, 3, 2, 1, tzinfo=timezone.utc)
+    versions = [  # is_latest, is_delete_marker, tier, storage class, taken at, size
+        (None, None, None, "STANDARD", taken, 10),
+        (True, False, "FREQUENT", None, None, 200_000),
+        (False, False, None, "GLACIER", taken, None),
+        (False, True, "ARCHIVE", "STANDARD", taken, 0),
+        (True, None, "", "", taken, 131_072),
+    ]
+    rows = [
+        (f"s3://{bucket}/{key}", size, False, 1_700_000_000_000, bucket, key, storage_class)
+        + (None, None, None, tier, None, latest, marker, datetime(2024, 3, 2).date(), taken_at, None)
+        for key in keys
+        for latest, marker, tier, storage_class, taken_at, size in versions
+    ]
+    tagged = tag_owning_table(spark.createDataFrame(rows, INVENTORY_TABLE_SCHEMA), registry)
+    assert {row["table"] for row in tagged.select("table").distinct().collect()} == {"ev", "top", "uni", None}
+
+    def usage(frame):
+        return sorted((tuple(row) for row in frame.select(*sorted(frame.columns)).collect()), key=repr)
+
+    delivery = usage(usage_aggregate(tagged, *load.delivery_checks(bucket)))
+    assert usage(load.written_usage(tagged, registry, bucket)) == delivery
+    assert usage(load.written_usage(tagged, None, bucket)) == delivery
+    assert len(delivery) > len(keys)
+    unknown = tagged.withColumn("table", F.when(F.col("table") == "ev", "ghost").otherwise(F.col("table")))
+    with pytest.raises(Exception, match="not registered in its bucket"):
+        load.written_usage(unknown, registry, bucket).collect()
+
+
 def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_the_job_sets_it(
     spark, tmp_path
 ):
