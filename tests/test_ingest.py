@@ -304,15 +304,9 @@ def test_the_ingest_and_chargeback_size_delta_s_snapshots_to_the_tables_unless_t
         spark.conf.set(SNAPSHOT_PARTITIONS, configured)
 
 
-def test_the_inventory_write_does_not_sort_its_rows_by_the_bucket(spark, tmp_path):
-    """A partitioned write sorts each task's rows by the partition column unless it may keep files
-    open for several values, and then only once it has as many open as it may: the inventory
-    write (one bucket) may keep two, so it never sorts, and runs with the job's own setting when
-    it has one. Spark records the settings each SQL execution ran with; the session's own is back
-    after."""
-    key = load.UNSORTED_PARTITION_WRITE
-    keys = [f"w/t/part-{n}.parquet" for n in (3, 1, 2)]
-    rows = spark.createDataFrame(
+def _inventory_rows(spark, keys):  # type: ignore[no-untyped-def]
+    """Inventory rows of bucket ``lake``, one per key."""
+    return spark.createDataFrame(
         [
             {
                 "path": f"s3://lake/{k}",
@@ -326,6 +320,17 @@ def test_the_inventory_write_does_not_sort_its_rows_by_the_bucket(spark, tmp_pat
         ],
         INVENTORY_TABLE_SCHEMA,
     )
+
+
+def test_the_inventory_write_does_not_sort_its_rows_by_the_bucket(spark, tmp_path):
+    """A partitioned write sorts each task's rows by the partition column unless it may keep files
+    open for several values, and then only once it has as many open as it may: the inventory
+    write (one bucket) may keep two, so it never sorts, and runs with the job's own setting when
+    it has one. Spark records the settings each SQL execution ran with; the session's own is back
+    after."""
+    key = load.UNSORTED_PARTITION_WRITE
+    keys = [f"w/t/part-{n}.parquet" for n in (3, 1, 2)]
+    rows = _inventory_rows(spark, keys)
     store = spark._jsparkSession.sharedState().statusStore()
 
     def executions():  # type: ignore[no-untyped-def]  # the newest (Spark keeps 1,000 by default)
@@ -352,6 +357,42 @@ def test_the_inventory_write_does_not_sort_its_rows_by_the_bucket(spark, tmp_pat
     try:
         assert written_with(f"{tmp_path}/theirs") == "0"
         assert spark.conf.get(key) == "0"
+    finally:
+        spark.conf.unset(key)
+
+
+def test_the_inventory_table_is_written_in_zstd_unless_the_job_sets_a_codec(spark, tmp_path):
+    """The inventory write compresses its Parquet files with zstd (half snappy's bytes), readable
+    by Spark and by delta-rs; a codec the job's configuration sets wins, and the session's own
+    setting is back after either write."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable as RustTable
+
+    keys = [f"w/t/part-{n}.parquet" for n in range(3)]
+    rows = _inventory_rows(spark, keys)
+
+    def codecs_of(table: Path) -> set[str]:
+        files = list(table.glob("bucket=lake/*.parquet"))
+        assert files
+        return {
+            meta.row_group(g).column(c).compression
+            for meta in (pq.ParquetFile(f).metadata for f in files)
+            for g in range(meta.num_row_groups)
+            for c in range(meta.num_columns)
+        }
+
+    key = load.PARQUET_CODEC
+    assert spark.conf.get(key, None) is None
+    load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(tmp_path / "ours"), "lake")
+    assert codecs_of(tmp_path / "ours") == {"ZSTD"}
+    assert spark.conf.get(key, None) is None
+    assert sorted(r.key for r in spark.read.format("delta").load(str(tmp_path / "ours")).collect()) == keys
+    assert sorted(RustTable(str(tmp_path / "ours")).to_pyarrow_table().column("key").to_pylist()) == keys
+    spark.conf.set(key, "snappy")  # the job's configuration chooses its own: kept
+    try:
+        load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(tmp_path / "theirs"), "lake")
+        assert codecs_of(tmp_path / "theirs") == {"SNAPPY"}
+        assert spark.conf.get(key) == "snappy"
     finally:
         spark.conf.unset(key)
 
