@@ -6,7 +6,8 @@ table's schema (not timed), on the local disk: the point is the chargeback's own
 aggregation over the table, not S3 throughput. Then ``chargeback.build_report`` runs, as
 ``inventory-vacuum chargeback`` does (the trend and history tables off, so the figure is the pass
 over the inventory), once unrecorded and then once per ``--by``; the Spark jobs of each are
-counted from Spark's status tracker.
+counted from Spark's status tracker. Beside each stands the same chargeback over the same rows
+written in snappy, Spark's default codec (the inventory table's is zstd), in turn with it.
 
     .venv/bin/python -m benchmarks.chargeback_rate                  # 10M rows
     .venv/bin/python -m benchmarks.chargeback_rate --rows 1000000
@@ -42,10 +43,12 @@ def registry_yaml(tables: int = TABLES, owners: int = OWNERS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_inventory(spark: Any, location: str, rows: int) -> None:
-    """``rows`` inventory rows: 90% under one of the tables, 10% unowned under ``tmp/``."""
+def write_inventory(spark: Any, location: str, rows: int, codec: str) -> None:
+    """``rows`` inventory rows in Parquet files of ``codec``: 90% under one of the tables, 10%
+    unowned under ``tmp/``."""
     from pyspark.sql import functions as F
 
+    from inventory.load import PARQUET_CODEC
     from inventory.schema import INVENTORY_TABLE_SCHEMA
 
     n = F.col("id")
@@ -80,7 +83,11 @@ def write_inventory(spark: Any, location: str, rows: int) -> None:
             for f in INVENTORY_TABLE_SCHEMA
         ]
     )
-    frame.write.format("delta").mode("overwrite").partitionBy("bucket").save(location)
+    spark.conf.set(PARQUET_CODEC, codec)
+    try:
+        frame.write.format("delta").mode("overwrite").partitionBy("bucket").save(location)
+    finally:
+        spark.conf.unset(PARQUET_CODEC)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,27 +109,34 @@ def run(rows: int, folder: Path) -> dict[str, Any]:
     from chargeback import build_report, load_prices, parse_group_by
     from core.registry import parse_registry
     from core.session import build_spark_session
+    from inventory.load import INVENTORY_CODEC
 
     started_at = datetime.now(timezone.utc)
     before = machine()
     started = time.monotonic()
     spark = build_spark_session("inventory-vacuum benchmark: chargeback rate")
     spark_start = time.monotonic() - started
-    location = f"file://{folder}/inventory"
+    # the table as the ingest writes it, and its peer in Spark's default codec
+    locations = {codec: f"file://{folder}/inventory-{codec}" for codec in (INVENTORY_CODEC, "snappy")}
     registry = parse_registry(registry_yaml())
     prices = load_prices()
     try:
-        log.info("writing a %d-row inventory table (not timed)", rows)
+        log.info("writing a %d-row inventory table in each codec (not timed)", rows)
         started = time.monotonic()
-        write_inventory(spark, location, rows)
+        for codec, location in locations.items():
+            write_inventory(spark, location, rows, codec)
         written = time.monotonic() - started
-        data_files = len(spark.read.format("delta").load(location).inputFiles())
+        data_files = len(spark.read.format("delta").load(locations[INVENTORY_CODEC]).inputFiles())
+        sizes = {
+            codec: sum(f.stat().st_size for f in Path(location.removeprefix("file://")).rglob("*.parquet"))
+            for codec, location in locations.items()
+        }
         tracker = spark.sparkContext.statusTracker()
 
-        def timed(by: str, group: str) -> dict[str, Any]:
+        def timed(by: str, group: str, codec: str = INVENTORY_CODEC) -> dict[str, Any]:
             spark.sparkContext.setJobGroup(group, f"chargeback --by {by}")
             started = time.monotonic()
-            report = build_report(spark, location, registry, parse_group_by(by), prices, trend_days=0)
+            report = build_report(spark, locations[codec], registry, parse_group_by(by), prices, trend_days=0)
             seconds = time.monotonic() - started
             spark.sparkContext.setJobGroup("", "")
             data = report.to_dict()
@@ -139,16 +153,24 @@ def run(rows: int, folder: Path) -> dict[str, Any]:
 
         log.info("warm-up chargeback (not recorded)")
         timed("owner", "warm-up")
+        timed("owner", "warm-up-snappy", "snappy")
         results = []
-        for by in GROUPINGS:
+        for index, by in enumerate(GROUPINGS):
             log.info("chargeback --by %s", by)
-            results.append(timed(by, f"by-{by}"))
+            order = [INVENTORY_CODEC, "snappy"][:: 1 if index % 2 == 0 else -1]  # in turn
+            runs = {codec: timed(by, f"by-{by}-{codec}", codec) for codec in order}
+            ours, peer = runs[INVENTORY_CODEC], runs["snappy"]
+            if (peer["groups"], peer["monthly_cost"]) != (ours["groups"], ours["monthly_cost"]):
+                raise SystemExit(f"--by {by}: the snappy table's chargeback differs: {peer} against {ours}")
+            results.append({**ours, "snappy_seconds": peer["seconds"]})
     finally:
         spark.stop()
     return {
         **run_header("chargeback_rate", started_at, before),
         "rows": rows,
         "data_files": data_files,
+        "codec": INVENTORY_CODEC,
+        "parquet_bytes": sizes,
         "inventory_write_seconds": round(written, 1),
         "spark_start_seconds": round(spark_start, 2),
         "storage": "local disk (file://), not S3",
@@ -166,12 +188,18 @@ def markdown(document: dict[str, Any]) -> str:
         f"objects. Spark session start {document['spark_start_seconds']:.1f} s, not in the figures; "
         "one unrecorded chargeback first.",
         "",
-        "| --by | seconds | rows/s | Spark jobs | groups | monthly cost |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"The table's Parquet files are in {document['codec']}, as the ingest writes them "
+        f"({document['parquet_bytes'][document['codec']] / 1e6:,.0f} MB). Beside each run stands the "
+        f"same chargeback over the same rows in snappy, Spark's default codec "
+        f"({document['parquet_bytes']['snappy'] / 1e6:,.0f} MB), the two in turn; each found the same "
+        "groups and cost.",
+        "",
+        "| --by | seconds | rows/s | Spark jobs | groups | monthly cost | in snappy s | ÷ ours |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
         f"| {r['by']} | {r['seconds']:.1f} | {r['rows_per_second']:,} | {r['spark_jobs']} | {r['groups']:,} | "
-        f"${r['monthly_cost']:,.2f} |"
+        f"${r['monthly_cost']:,.2f} | {r['snappy_seconds']:.1f} | {r['snappy_seconds'] / r['seconds']:.2f} |"
         for r in document["results"]
     ]
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ With ``--registered-tables N`` the ingest tags each key with its owning table, a
 does with its tables.yaml: the 100 tables the keys lie in, and N - 100 more in the same bucket at
 other depths (an empty registry, the default, skips the tagging).
 
-Each delivery is ingested ``--rounds`` times three ways (the order rotating; the median round of
+Each delivery is ingested ``--rounds`` times four ways (the order rotating; the median round of
 each is reported), each into an inventory table and a usage table of its own:
 
 - *key ranges, checked while written*: the command as it loads a bucket's later deliveries of
@@ -22,6 +22,8 @@ each is reported), each into an inventory table and a usage table of its own:
   counts in the usage table from one unrecorded ingest of the same delivery before the rounds
   (yesterday's delivery, in the daily job): the delivery is read once, and the write checks each
   row (:mod:`inventory.load`);
+- *the same in snappy*: that with the Parquet files compressed by Spark's default codec, snappy,
+  instead of the inventory table's zstd (as a job whose configuration sets the codec writes);
 - *key ranges, checked first*: the command as it loads a bucket's first delivery, and a smaller
   one: a checking job reads the delivery, then the write reads it again, cut from the checking
   job's counts;
@@ -98,15 +100,17 @@ def registry_text(bucket: str, tables: int) -> str:
 OURS = "key ranges, checked while written"
 FIRST = "key ranges, checked first"
 PEER = "global sort, checked first"
-SIDES = (OURS, FIRST, PEER)
+SNAPPY = "key ranges, checked while written, in snappy"
+SIDES = (OURS, FIRST, PEER, SNAPPY)
+READ_ONCE = (OURS, SNAPPY)  # the sides that load a later delivery, with the bucket's counts
 
 
 @contextmanager
-def _side(side: str, used: list[bool]) -> Iterator[None]:
+def _side(spark: Any, side: str, used: list[bool]) -> Iterator[None]:
     """The ingest as it is, read once whatever the delivery's size (``used`` gets whether it cut
-    key ranges or fell back to the global sort), or, for the peers, with the usage table's counts
-    withheld, as for a bucket's first delivery (checked first), and for the global sort also the
-    layout's ranges."""
+    key ranges or fell back to the global sort), and for :data:`SNAPPY` with the job's codec set to
+    snappy; or, for the peers, with the usage table's counts withheld, as for a bucket's first
+    delivery (checked first), and for the global sort also the layout's ranges."""
     from inventory import load
 
     ranges_of, counts_of, read_once_from = load.key_ranges, load.last_key_groups, load.READ_ONCE_FROM_BYTES
@@ -117,13 +121,17 @@ def _side(side: str, used: list[bool]) -> Iterator[None]:
         return ranges
 
     load.key_ranges = recorded if side != PEER else (lambda groups, partitions: None)  # type: ignore[assignment]
-    if side == OURS:
+    if side in READ_ONCE:
         load.READ_ONCE_FROM_BYTES = 0
     else:
         load.last_key_groups = lambda *args: None  # type: ignore[assignment]
+    if side == SNAPPY:
+        spark.conf.set(load.PARQUET_CODEC, "snappy")  # a job's own codec wins over the table's
     try:
         yield
     finally:
+        if side == SNAPPY:
+            spark.conf.unset(load.PARQUET_CODEC)
         load.key_ranges, load.last_key_groups, load.READ_ONCE_FROM_BYTES = (
             ranges_of,
             counts_of,
@@ -235,7 +243,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         used: list[bool] = []
         since_ms = int(time.time() * 1000)
         started = time.monotonic()
-        with _side(side, used):
+        with _side(spark, side, used):
             result = ingest(
                 spark,
                 s3,
@@ -257,7 +265,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(
                 f"ingest of {bucket} failed or lost rows: {outcome.to_dict()}, {files['records']} rows written"
             )
-        if outcome.checked_while_writing != (side == OURS):
+        if outcome.checked_while_writing != (side in READ_ONCE):
             raise SystemExit(f"{side}: the ingest of {bucket} took the other path: {outcome.to_dict()}")
         return {
             "layout": side if side == PEER or all(used) else f"{side}, fell back to a global sort",
@@ -271,20 +279,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         """Each side ``rounds`` times, the order rotating round by round; per side its median
         round, with every round's seconds. First, unrecorded, the ingest that leaves the
         command's side the bucket's counts."""
-        with _side(FIRST, []):  # yesterday's delivery, checked first, into our side's tables
-            ingest(
-                spark,
-                s3,
-                IngestRequest(
-                    destination,
-                    (bucket,),
-                    "daily",
-                    f"{inventory}_0",
-                    registry=registry_of(bucket),  # counts per table, as the daily job leaves them
-                    usage_table=f"{inventory}_0_usage",
-                ),
-                run_id=f"benchmark-{bucket}-counts",
-            )
+        for reader in READ_ONCE:  # yesterday's delivery, checked first, into the side's tables
+            table = f"{inventory}_{SIDES.index(reader)}"
+            with _side(spark, FIRST, []):
+                ingest(
+                    spark,
+                    s3,
+                    IngestRequest(
+                        destination,
+                        (bucket,),
+                        "daily",
+                        table,
+                        registry=registry_of(bucket),  # counts per table, as the daily job leaves them
+                        usage_table=f"{table}_usage",
+                    ),
+                    run_id=f"benchmark-{bucket}-counts",
+                )
         measured: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
         for index in range(rounds):
             for side in SIDES[index % len(SIDES) :] + SIDES[: index % len(SIDES)]:
@@ -370,7 +380,7 @@ def markdown(document: dict[str, Any]) -> str:
             else "No registry: keys not tagged with a table."
         ),
         "",
-        "Each delivery is ingested three ways in the same run, each into an inventory table and a "
+        "Each delivery is ingested four ways in the same run, each into an inventory table and a "
         "usage table of its own, round after round with the order rotating; each row is its side's "
         f"median round. *{OURS}* is the command as it loads a bucket's later deliveries of "
         f"{document['read_once_from_bytes'] / 2**20:,.0f} MiB of data files or more (here whatever "
@@ -380,7 +390,10 @@ def markdown(document: dict[str, Any]) -> str:
         "command as it loads a bucket's first delivery, and a smaller one: a checking job reads the "
         "delivery, then the write reads it again, cut from the checking job's counts. The side the "
         f"command takes for a later delivery of that size is marked ◆. *{PEER}* sorts the keys globally instead (Spark's "
-        "range partitioner, which samples the delivery in a pass of its own). *Slice reads*: over "
+        "range partitioner, which samples the delivery in a pass of its own). "
+        f"*{SNAPPY}* is the command's side with the Parquet files compressed by Spark's default "
+        "codec instead of the inventory table's zstd, as a job whose configuration sets the codec "
+        "writes them. *Slice reads*: over "
         "the 100 tables the keys lie in, how many of the bucket's files a table's slice reads "
         "(those whose smallest and largest key in Delta's statistics meet the table's keys), mean "
         "and most.",

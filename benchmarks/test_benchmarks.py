@@ -312,14 +312,16 @@ def test_fleet_peers_compare_candidates_by_kind_of_file() -> None:
 def test_ingest_rate_shows_each_side_beside_ours() -> None:
     from benchmarks import ingest_rate
 
-    def side(layout: str, seconds: float, files: int, mean: float, most: int) -> dict[str, Any]:
+    def side(
+        layout: str, seconds: float, files: int, mean: float, most: int, written: int = 40_000_000
+    ) -> dict[str, Any]:
         return {
             "layout": layout,
             "ingest_seconds": seconds,
             "rows_per_second": round(1_000_000 / seconds),
             "round_seconds": [seconds, seconds + 1],
             "files": files,
-            "file_bytes": 40_000_000,
+            "file_bytes": written,
             "slice_files_mean": mean,
             "slice_files_max": most,
             "spark_steps": [{"step": "checks", "jobs": 1, "seconds": 2.0}],
@@ -348,6 +350,7 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
                     },
                     side(ingest_rate.FIRST, 15.0, 2, 1.0, 1),
                     side(ingest_rate.PEER, 20.0, 8, 1.2, 2),
+                    side(ingest_rate.SNAPPY, 12.0, 2, 1.0, 1, written=88_000_000),
                 ],
             }
         ],
@@ -366,8 +369,39 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
         ],
         ["4 (40)", "key ranges, checked first ◆", "15.0", "15.0, 16.0", "66,667", "1.50"],
         ["4 (40)", "global sort, checked first", "20.0", "20.0, 21.0", "50,000", "2.00"],
+        ["4 (40)", "key ranges, checked while written, in snappy", "12.0", "12.0, 13.0", "83,333", "1.20"],
     ]
     assert rows[2].endswith("| 8 | 40.0 | 1.2 / 2 |")
+    assert rows[3].endswith("| 2 | 88.0 | 1 / 1 |")  # the bytes each codec wrote
+
+
+def test_chargeback_rate_shows_the_snappy_peer_beside_each_grouping() -> None:
+    from benchmarks import chargeback_rate
+
+    document = {
+        "rows": 1_000_000,
+        "machine_before": {"cpus": 2, "load_average_1_5_15": [0.1, 0.1, 0.1]},
+        "data_files": 8,
+        "storage": "local disk (file://), not S3",
+        "spark_start_seconds": 3.0,
+        "codec": "zstd",
+        "parquet_bytes": {"zstd": 30_000_000, "snappy": 66_000_000},
+        "results": [
+            {
+                "by": "table",
+                "seconds": 2.0,
+                "rows_per_second": 500_000,
+                "spark_jobs": 3,
+                "groups": 901,
+                "monthly_cost": 41.5,
+                "snappy_seconds": 2.5,
+            }
+        ],
+    }
+    text = chargeback_rate.markdown(document)
+    assert "in zstd, as the ingest writes them (30 MB)" in text
+    assert "Spark's default codec (66 MB)" in text
+    assert "| table | 2.0 | 500,000 | 3 | 901 | $41.50 | 2.5 | 1.25 |" in text
 
 
 def test_driver_profile_counts_kinds_and_the_stacks_cut_short() -> None:
