@@ -19,7 +19,7 @@ each is reported), each into an inventory table and a usage table of its own:
 
 - *key ranges, checked while written*: the command as it loads a bucket's later deliveries of
   at least ``inventory.load.READ_ONCE_FROM_BYTES`` (here whatever the size), with the bucket's
-  counts in the usage table from one unrecorded ingest of the same delivery before the rounds
+  counts in the usage table from an unrecorded ingest of the same delivery before the rounds
   (yesterday's delivery, in the daily job): the delivery is read once, and the write checks each
   row (:mod:`inventory.load`);
 - *the same in snappy*: that with the Parquet files compressed by Spark's default codec, snappy,
@@ -125,13 +125,17 @@ def _side(spark: Any, side: str, used: list[bool]) -> Iterator[None]:
         load.READ_ONCE_FROM_BYTES = 0
     else:
         load.last_key_groups = lambda *args: None  # type: ignore[assignment]
+    codec = spark.conf.get(load.PARQUET_CODEC, None)
     if side == SNAPPY:
         spark.conf.set(load.PARQUET_CODEC, "snappy")  # a job's own codec wins over the table's
     try:
         yield
     finally:
-        if side == SNAPPY:
-            spark.conf.unset(load.PARQUET_CODEC)
+        if side == SNAPPY:  # the job's own codec back, if it set one
+            if codec is None:
+                spark.conf.unset(load.PARQUET_CODEC)
+            else:
+                spark.conf.set(load.PARQUET_CODEC, codec)
         load.key_ranges, load.last_key_groups, load.READ_ONCE_FROM_BYTES = (
             ranges_of,
             counts_of,
@@ -385,7 +389,8 @@ def markdown(document: dict[str, Any]) -> str:
         f"median round. *{OURS}* is the command as it loads a bucket's later deliveries of "
         f"{document['read_once_from_bytes'] / 2**20:,.0f} MiB of data files or more (here whatever "
         "the size): files cut at the tables from the bucket's counts in the usage table (left by "
-        "one unrecorded ingest of the same delivery before the rounds, as yesterday's delivery "
+        "an unrecorded ingest of the same delivery into each such side's tables before the rounds, "
+        "as yesterday's delivery "
         f"leaves them), the delivery read once and each row checked by the write. *{FIRST}* is the "
         "command as it loads a bucket's first delivery, and a smaller one: a checking job reads the "
         "delivery, then the write reads it again, cut from the checking job's counts. The side the "
