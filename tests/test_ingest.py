@@ -383,14 +383,16 @@ def test_the_inventory_table_is_written_in_zstd_unless_the_job_sets_a_codec(spar
 
     key = load.PARQUET_CODEC
     assert spark.conf.get(key, None) is None
-    load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(tmp_path / "ours"), "lake")
+    with job_group(spark, "test"):  # the write names its jobs: the group puts the names back
+        load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(tmp_path / "ours"), "lake")
     assert codecs_of(tmp_path / "ours") == {"ZSTD"}
     assert spark.conf.get(key, None) is None
     assert sorted(r.key for r in spark.read.format("delta").load(str(tmp_path / "ours")).collect()) == keys
     assert sorted(RustTable(str(tmp_path / "ours")).to_pyarrow_table().column("key").to_pylist()) == keys
     spark.conf.set(key, "snappy")  # the job's configuration chooses its own: kept
     try:
-        load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(tmp_path / "theirs"), "lake")
+        with job_group(spark, "test"):
+            load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(tmp_path / "theirs"), "lake")
         assert codecs_of(tmp_path / "theirs") == {"SNAPPY"}
         assert spark.conf.get(key) == "snappy"
     finally:
