@@ -97,8 +97,8 @@ UNSORTED_PARTITION_WRITE = "spark.sql.maxConcurrentOutputFileWriters"
 _UNSORTED_WRITERS = "2"
 # Spark's codec for the Parquet files it writes (snappy by default), and the inventory table's:
 # zstd files take half the bytes of snappy's, so the write uploads and every later read of the
-# table (a vacuum's slice, a chargeback) fetches half as much, and on 2 cores the write itself ran
-# faster (docs/performance.md). Every Spark line the tool supports, Delta and delta-rs read them.
+# table (a vacuum's slice, a chargeback) fetches half as much, and on 2 cores the write itself was no
+# slower (docs/performance.md). Every Spark line the tool supports, Delta and delta-rs read them.
 PARQUET_CODEC = "spark.sql.parquet.compression.codec"
 INVENTORY_CODEC = "zstd"
 # A delivery whose data files (the manifest's sizes) total fewer bytes is checked first: reading
