@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import jvm_output_on_stderr, write_results
+from benchmarks.report import jvm_output_on_stderr, spark_setting, write_results
 from benchmarks.vacuum_at_scale import machine, run_header
 
 log = logging.getLogger("benchmarks.chargeback_rate")
@@ -83,15 +83,8 @@ def write_inventory(spark: Any, location: str, rows: int, codec: str) -> None:
             for f in INVENTORY_TABLE_SCHEMA
         ]
     )
-    before = spark.conf.get(PARQUET_CODEC, None)
-    spark.conf.set(PARQUET_CODEC, codec)
-    try:
+    with spark_setting(spark, PARQUET_CODEC, codec):
         frame.write.format("delta").mode("overwrite").partitionBy("bucket").save(location)
-    finally:
-        if before is None:
-            spark.conf.unset(PARQUET_CODEC)
-        else:
-            spark.conf.set(PARQUET_CODEC, before)
 
 
 def main(argv: list[str] | None = None) -> int:

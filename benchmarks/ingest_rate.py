@@ -46,13 +46,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from benchmarks.many_tables import parse_event_log
-from benchmarks.report import jvm_output_on_stderr, write_results
+from benchmarks.report import jvm_output_on_stderr, spark_setting, write_results
 from benchmarks.vacuum_at_scale import machine, run_header
 
 log = logging.getLogger("benchmarks.ingest_rate")
@@ -125,17 +125,12 @@ def _side(spark: Any, side: str, used: list[bool]) -> Iterator[None]:
         load.READ_ONCE_FROM_BYTES = 0
     else:
         load.last_key_groups = lambda *args: None  # type: ignore[assignment]
-    codec = spark.conf.get(load.PARQUET_CODEC, None)
-    if side == SNAPPY:
-        spark.conf.set(load.PARQUET_CODEC, "snappy")  # a job's own codec wins over the table's
+    # a job's own codec wins over the table's; after the side, the job's own is back, if it set one
+    codec = spark_setting(spark, load.PARQUET_CODEC, "snappy") if side == SNAPPY else nullcontext()
     try:
-        yield
+        with codec:
+            yield
     finally:
-        if side == SNAPPY:  # the job's own codec back, if it set one
-            if codec is None:
-                spark.conf.unset(load.PARQUET_CODEC)
-            else:
-                spark.conf.set(load.PARQUET_CODEC, codec)
         load.key_ranges, load.last_key_groups, load.READ_ONCE_FROM_BYTES = (
             ranges_of,
             counts_of,

@@ -1,5 +1,6 @@
 """Render a vacuum-at-scale result document: a Markdown table with ratios, and PNG plots; and
-what every benchmark shares: its results written to ``results/``, and the JVM kept off stdout."""
+what every benchmark shares: its results written to ``results/``, the JVM kept off stdout, and a
+Spark setting held for a side's run."""
 
 from __future__ import annotations
 
@@ -25,6 +26,21 @@ def jvm_output_on_stderr() -> Iterator[None]:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+@contextmanager
+def spark_setting(spark: Any, key: str, value: str) -> Iterator[None]:
+    """While the block runs, the session's ``key`` is ``value``; after, it is what it was before
+    (unset, or the job's own value)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def write_results(output: Path, name: str, document: dict[str, Any], text: str) -> None:

@@ -362,9 +362,10 @@ def test_the_inventory_write_does_not_sort_its_rows_by_the_bucket(spark, tmp_pat
 
 
 def test_the_inventory_table_is_written_in_zstd_unless_the_job_sets_a_codec(spark, tmp_path):
-    """The inventory write compresses its Parquet files with zstd (half snappy's bytes), readable
-    by Spark and by delta-rs; a codec the job's configuration sets wins, and the session's own
-    setting is back after either write."""
+    """The inventory write compresses its Parquet files with zstd (half snappy's bytes), and so
+    the checkpoints Delta writes within it, readable by Spark and by delta-rs (from the checkpoint
+    alone); a codec the job's configuration sets wins, and the session's own setting is back after
+    either write."""
     import pyarrow.parquet as pq
     from deltalake import DeltaTable as RustTable
 
@@ -374,6 +375,9 @@ def test_the_inventory_table_is_written_in_zstd_unless_the_job_sets_a_codec(spar
     def codecs_of(table: Path) -> set[str]:
         files = list(table.glob("bucket=lake/*.parquet"))
         assert files
+        return codecs_of_files(files)
+
+    def codecs_of_files(files: list[Path]) -> set[str]:
         return {
             meta.row_group(g).column(c).compression
             for meta in (pq.ParquetFile(f).metadata for f in files)
@@ -389,6 +393,19 @@ def test_the_inventory_table_is_written_in_zstd_unless_the_job_sets_a_codec(spar
     assert spark.conf.get(key, None) is None
     assert sorted(r.key for r in spark.read.format("delta").load(str(tmp_path / "ours")).collect()) == keys
     assert sorted(RustTable(str(tmp_path / "ours")).to_pyarrow_table().column("key").to_pylist()) == keys
+    # a checkpoint at the next commit, written within the next write; then the commits before it
+    # are removed, so that both readers read the table from the zstd checkpoint alone
+    ours = tmp_path / "ours"
+    spark.sql(f"ALTER TABLE delta.`{ours}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+    with job_group(spark, "test"):
+        load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(ours), "lake")
+    checkpoint = ours / "_delta_log" / f"{2:020d}.checkpoint.parquet"
+    assert codecs_of_files([checkpoint]) == {"ZSTD"}
+    for version in (0, 1):
+        (ours / "_delta_log" / f"{version:020d}.json").unlink()
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # Spark reads the log afresh
+    assert sorted(r.key for r in spark.read.format("delta").load(str(ours)).collect()) == keys
+    assert sorted(RustTable(str(ours)).to_pyarrow_table().column("key").to_pylist()) == keys
     spark.conf.set(key, "snappy")  # the job's configuration chooses its own: kept
     try:
         with job_group(spark, "test"):
