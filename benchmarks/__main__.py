@@ -18,12 +18,25 @@ import time
 from pathlib import Path
 
 QUICK = (
-    ("vacuum_at_scale", ["--files", "10000", "--modes", "list,inventory-batch,delta-rs"]),
-    ("many_tables", ["--tables", "20", "--parallel", "4", "--no-compare-default", "--listing-tables", "2"]),
+    ("vacuum_at_scale", ["--files", "5000", "--modes", "list,inventory-batch,delta-rs"]),
+    (
+        "many_tables",
+        [
+            "--tables",
+            "20",
+            "--parallel",
+            "4",
+            "--no-compare-default",
+            "--listing-tables",
+            "2",
+            "--inventory-loop-tables",
+            "8",
+        ],
+    ),
     ("one_table", ["--rounds", "1"]),
     (
         "ingest_rate",
-        ["--rows", "500000", "--formats", "parquet,csv", "--registered-tables", "1000", "--rounds", "2"],
+        ["--rows", "500000", "--formats", "parquet,csv", "--registered-tables", "1000", "--rounds", "1"],
     ),
     ("chargeback_rate", ["--rows", "1000000"]),
 )
