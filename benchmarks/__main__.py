@@ -23,7 +23,7 @@ QUICK = (
         "many_tables",
         [
             "--tables",
-            "20",
+            "16",
             "--parallel",
             "4",
             "--no-compare-default",
