@@ -364,6 +364,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _rounds(document: dict[str, Any]) -> int:
+    """How many rounds each side ran (the most any side of the document recorded)."""
+    return max(
+        (len(side.get("round_seconds", [])) for result in document["results"] for side in result["sides"]),
+        default=0,
+    )
+
+
 def markdown(document: dict[str, Any]) -> str:
     lines = [
         "# Ingest rate (steady state, after one unrecorded ingest of another bucket)",
@@ -380,8 +388,14 @@ def markdown(document: dict[str, Any]) -> str:
         ),
         "",
         "Each delivery is ingested four ways in the same run, each into an inventory table and a "
-        "usage table of its own, round after round with the order rotating; each row is its side's "
-        f"median round. *{OURS}* is the command as it loads a bucket's later deliveries of "
+        "usage table of its own, "
+        + (
+            "round after round with the order rotating; each row is its side's median round. "
+            if _rounds(document) > 1
+            else "once each, in the order of the table's rows (one round: the order does not rotate, "
+            "so a side's time also carries where it ran). "
+        )
+        + f"*{OURS}* is the command as it loads a bucket's later deliveries of "
         f"{document['read_once_from_bytes'] / 2**20:,.0f} MiB of data files or more (here whatever "
         "the size): files cut at the tables from the bucket's counts in the usage table (left by "
         "an unrecorded ingest of the same delivery into each such side's tables before the rounds, "

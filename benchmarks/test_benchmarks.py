@@ -373,6 +373,13 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
     ]
     assert rows[2].endswith("| 8 | 40.0 | 1.2 / 2 |")
     assert rows[3].endswith("| 2 | 88.0 | 1 / 1 |")  # the bytes each codec wrote
+    assert "with the order rotating" in text
+    # one round: the sides ran once each in a fixed order, and the text says so
+    for one in document["results"][0]["sides"]:
+        one["round_seconds"], one["round_layouts"] = one["round_seconds"][:1], [one["layout"]]
+    once = ingest_rate.markdown(document)
+    assert "order rotating" not in once
+    assert "once each, in the order of the table's rows" in once
 
 
 def test_chargeback_rate_shows_the_snappy_peer_beside_each_grouping() -> None:

@@ -59,7 +59,7 @@ from benchmarks.synthetic_table import (
 
 log = logging.getLogger("benchmarks")
 
-# Sized to finish in about 15 minutes on a quiet 2-core machine; issue 7's 100k takes --files 100000
+# Sized to finish in about 15 minutes on a quiet 2-core machine; 100k files take --files 100000
 DEFAULT_SIZES = (10_000, 30_000)
 WARM_UP_SIZE = 1_440  # two files per partition
 META_BUCKET = "bench-meta"
