@@ -327,7 +327,7 @@ def test_ingest_rate_shows_each_side_beside_ours() -> None:
             "spark_steps": [{"step": "checks", "jobs": 1, "seconds": 2.0}],
         }
 
-    document = {
+    document: dict[str, Any] = {
         "command": "python -m benchmarks.ingest_rate --rows 1000000",
         "machine_before": {"cpus": 2, "load_average_1_5_15": [0.1, 0.1, 0.1]},
         "spark_start_seconds": 5.0,
