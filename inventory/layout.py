@@ -44,8 +44,8 @@ MIN_ROWS_PER_FILE = 100_000
 # rounds, against 14.3 s and 13.7 s for 20 unsorted files (docs/performance.md)
 MAX_FILES = 256
 # Files with more rows than this span several Parquet row groups of 128 MB (the benchmark's
-# delivery writes about 67 bytes a row in snappy, 30 in zstd: 667 and 302 MB for 10M rows), and are sorted by key inside; with
-# the cap, that is a bucket of more than about 512M rows
+# delivery writes about 67 bytes a row in snappy, 30 in zstd: 667 and 302 MB for 10M rows), and
+# are sorted by key inside; with the cap, that is a bucket of more than about 512M rows
 SORTED_ABOVE_ROWS = 2_000_000
 
 

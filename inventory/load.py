@@ -318,7 +318,8 @@ def write_inventory(
     ``partitions`` files of about ``objects / partitions`` rows cut at ``ranges``, zstd-compressed
     unless the job sets its own codec; the commit's ``userMetadata`` is ``commit_tag`` when one is
     given."""
-    name_jobs(rows.sparkSession, "write inventory")
+    spark = rows.sparkSession
+    name_jobs(spark, "write inventory")
     writer = (
         # contiguous key ranges per file: Delta's min/max stats skip most files
         laid_out(rows, ranges, rows_per_file=-(-objects // partitions))
@@ -341,7 +342,6 @@ def write_inventory(
     # file on. Rows of another value would be sorted and written still: the setting changes the
     # order of the work, never which rows are written.
     # The job's own codec, when its configuration sets one, wins over the inventory table's.
-    spark = rows.sparkSession
     with (
         session_default(spark, UNSORTED_PARTITION_WRITE, _UNSORTED_WRITERS),
         session_default(spark, PARQUET_CODEC, INVENTORY_CODEC),

@@ -371,13 +371,11 @@ def test_the_inventory_table_is_written_in_zstd_unless_the_job_sets_a_codec(spar
 
     keys = [f"w/t/part-{n}.parquet" for n in range(3)]
     rows = _inventory_rows(spark, keys)
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    log = ours / "_delta_log"
 
-    def codecs_of(table: Path) -> set[str]:
-        files = list(table.glob("bucket=lake/*.parquet"))
+    def codecs_of(files: list[Path]) -> set[str]:
         assert files
-        return codecs_of_files(files)
-
-    def codecs_of_files(files: list[Path]) -> set[str]:
         return {
             meta.row_group(g).column(c).compression
             for meta in (pq.ParquetFile(f).metadata for f in files)
@@ -385,37 +383,36 @@ def test_the_inventory_table_is_written_in_zstd_unless_the_job_sets_a_codec(spar
             for c in range(meta.num_columns)
         }
 
+    def write(table: Path) -> None:
+        with job_group(spark, "test"):  # the write names its jobs: the group puts the names back
+            load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(table), "lake")
+
+    def read_by_spark_and_delta_rs(table: Path) -> None:
+        assert sorted(r.key for r in spark.read.format("delta").load(str(table)).collect()) == keys
+        assert sorted(RustTable(str(table)).to_pyarrow_table().column("key").to_pylist()) == keys
+
     key = load.PARQUET_CODEC
     assert spark.conf.get(key, None) is None
-    with job_group(spark, "test"):  # the write names its jobs: the group puts the names back
-        load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(tmp_path / "ours"), "lake")
-    assert codecs_of(tmp_path / "ours") == {"ZSTD"}
+    write(ours)
+    assert codecs_of(list(ours.glob("bucket=lake/*.parquet"))) == {"ZSTD"}
     assert spark.conf.get(key, None) is None
-    assert sorted(r.key for r in spark.read.format("delta").load(str(tmp_path / "ours")).collect()) == keys
-    assert sorted(RustTable(str(tmp_path / "ours")).to_pyarrow_table().column("key").to_pylist()) == keys
+    read_by_spark_and_delta_rs(ours)
     # a checkpoint at the next commit, written within the next write; then the commits before it
     # and every checksum file (Delta may read a version's protocol and metadata from its .crc)
     # are removed, so that both readers read the table from the zstd checkpoint alone
-    ours = tmp_path / "ours"
-    log = ours / "_delta_log"
     spark.sql(f"ALTER TABLE delta.`{ours}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
-    with job_group(spark, "test"):
-        load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(ours), "lake")
-    checkpoints = sorted(log.glob(f"{2:020d}.checkpoint*.parquet"))
-    assert checkpoints
-    assert codecs_of_files(checkpoints) == {"ZSTD"}
+    write(ours)
+    assert codecs_of(sorted(log.glob(f"{2:020d}.checkpoint*.parquet"))) == {"ZSTD"}
     for version in (0, 1):
         (log / f"{version:020d}.json").unlink()
     for checksum in log.glob("[0-9]*.crc"):  # Delta's, not Hadoop's hidden .*.crc
         checksum.unlink()
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # Spark reads the log afresh
-    assert sorted(r.key for r in spark.read.format("delta").load(str(ours)).collect()) == keys
-    assert sorted(RustTable(str(ours)).to_pyarrow_table().column("key").to_pylist()) == keys
+    read_by_spark_and_delta_rs(ours)
     spark.conf.set(key, "snappy")  # the job's configuration chooses its own: kept
     try:
-        with job_group(spark, "test"):
-            load.write_inventory(rows, [KeyRange("")], len(keys), 1, str(tmp_path / "theirs"), "lake")
-        assert codecs_of(tmp_path / "theirs") == {"SNAPPY"}
+        write(theirs)
+        assert codecs_of(list(theirs.glob("bucket=lake/*.parquet"))) == {"SNAPPY"}
         assert spark.conf.get(key) == "snappy"
     finally:
         spark.conf.unset(key)
