@@ -576,13 +576,21 @@ def _needed(retained_since_millis: int | None) -> Column:
     return needed
 
 
-# A path in the log that is relative and made only of these characters, with no empty component
-# and none that starts with ".", is the same string in every form: as written, decoded as a URI, resolved as Hadoop
-# resolves paths, and as Delta compares the paths of its valid files with its inventory's (plain
-# string equality). A path in any other form (an escape, a scheme, a dot segment) may be one file
-# to the tool's decoding and another to Delta's comparison.
+# A path in the log that is relative and made only of these characters and escapes, with no
+# empty component and none that starts with ".", names one file to the tool and to Delta alike.
+# The tool decodes it (``%20`` a space, ``%25`` a percent sign) and compares keys. Delta compares
+# strings: the path as its log holds it (a relative URI without dot segments, which Java's URI
+# keeps as written) with each inventory key relative to the table, encoded by Hadoop's Path
+# (Java's URI quoting: a space is ``%20``, a percent sign always ``%25``, and every character
+# below is left as it is). Decoding such a path and encoding it again gives the path back, so the
+# two comparisons agree. The escapes are the ones a partition value with a space or with a
+# character Spark escapes in a directory name (``%3A`` for a colon, say) leaves in Delta's own
+# log. A path in any other form (another escape, a scheme, a dot segment) may be one file to the
+# tool's decoding and another to Delta's comparison.
 # (\z, not $: Java's $ also matches before a final line terminator)
-PLAIN_RELATIVE_PATH = r"^[A-Za-z0-9_=-][A-Za-z0-9._=-]*(/[A-Za-z0-9_=-][A-Za-z0-9._=-]*)*\z"
+_PLAIN_FIRST = r"(?:[A-Za-z0-9_=-]|%2[05])"
+_PLAIN_NEXT = r"(?:[A-Za-z0-9._=-]|%2[05])"
+PLAIN_RELATIVE_PATH = rf"^{_PLAIN_FIRST}{_PLAIN_NEXT}*(/{_PLAIN_FIRST}{_PLAIN_NEXT}*)*\z"
 
 
 def needed_files(files: DataFrame, state: TableState, retained_since_millis: int | None) -> DataFrame:
