@@ -469,6 +469,7 @@ def test_a_slice_of_only_needed_files_skips_deltas_dry_run_and_an_unneeded_objec
 
 
 @pytest.mark.slow
+@pytest.mark.line_sensitive  # Delta's comparison of its log's paths with the inventory's
 def test_partition_values_escaped_in_the_log_still_skip_deltas_dry_run_and_delta_agrees(spark, tmp_path):
     """A partition value with a space, a colon or a percent sign leaves ``%20`` and ``%25`` in
     the log's paths: Spark's ``hour=2024-01-01%2000%253A00%253A00/...``, delta-rs's
