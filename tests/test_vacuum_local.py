@@ -36,6 +36,16 @@ def vacuum(registry: str, inventory: str, *extra: str):
     return cli_json("vacuum", "--inventory-table", inventory, "--tables", registry, *extra)
 
 
+def visible_files(root: Path) -> set[str]:
+    """The table's files on disk outside hidden directories (``_delta_log``, ``.``-files): what
+    Delta's VACUUM considers."""
+    return {
+        p
+        for p in files_under(root)
+        if not any(part.startswith((".", "_")) for part in Path(p).relative_to(root).parts)
+    }
+
+
 def dry_run_paths(spark, uri: str) -> set[str]:
     """Files Delta's listing VACUUM would delete (it also lists directories it would try)."""
     paths = {r["path"].removeprefix("file:") for r in spark.sql(f"VACUUM delta.`{uri}` DRY RUN").collect()}
@@ -427,12 +437,7 @@ def test_a_slice_of_only_needed_files_skips_deltas_dry_run_and_an_unneeded_objec
     )
     touch(root / "day=a" / "_SUCCESS")  # hidden: never in the slice
     referenced = referenced_files(spark, uri)
-    on_disk = {
-        p
-        for p in files_under(root)
-        if not any(part.startswith((".", "_")) for part in Path(p).relative_to(root).parts)
-    }
-    removed = on_disk - referenced
+    removed = visible_files(root) - referenced
     assert removed and any(Path(p).name.startswith("deletion_vector_") for p in referenced)
     inventory = f"file://{tmp_path}/inventory"
     write_local_inventory(spark, tmp_path / "lake", inventory)
@@ -504,9 +509,8 @@ def test_partition_values_escaped_in_the_log_still_skip_deltas_dry_run_and_delta
         assert all(any(escape in p for p in logged) for escape in escapes), logged
         removed[root.name] = {
             str(Path(p).relative_to(root))
-            for p in files_under(root)
-            if not any(part.startswith((".", "_")) for part in Path(p).relative_to(root).parts)
-        } - {str(Path(p).relative_to(root)) for p in referenced_files(spark, f"file://{root}")}
+            for p in visible_files(root) - referenced_files(spark, f"file://{root}")
+        }
         assert removed[root.name], root
     inventory = f"file://{tmp_path}/inventory"
     write_local_inventory(spark, tmp_path / "lake", inventory)
