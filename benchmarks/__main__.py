@@ -3,6 +3,8 @@
     .venv/bin/python -m benchmarks                 # all five, the quick sizes below
     .venv/bin/python -m benchmarks --full          # each benchmark's own default sizes (about an hour)
 
+Either ends by writing the goals' standing from results/ (``benchmarks.goals``).
+
 Each benchmark runs in its own process (its own JVM and local S3 server), one after the other, and
 writes its results to ``benchmarks/results/quick/`` (``--full``: ``benchmarks/results/``); the exit
 code is the first non-zero one. Larger sizes are each script's flags
@@ -56,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         code = subprocess.run(command, check=False).returncode
         print(f"== {name}: exit {code} after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         status = status or code
-    return status
+    # the goals' standing, from results/ (their fleet rows read results/quick/ too)
+    code = subprocess.run([sys.executable, "-m", "benchmarks.goals"], check=False).returncode
+    return status or code
 
 
 if __name__ == "__main__":

@@ -531,3 +531,77 @@ org.apache.spark.sql.catalyst.optimizer.ConstantFolding     100000000 / 60000000
     # a rule's line the parser cannot read (here: a space in its name) is an error, not a lower sum
     with pytest.raises(ValueError, match="do not add up"):
         rule_times_of(text.replace("ConstantFolding", "Constant Folding"))
+
+
+def test_goals_file_and_the_performance_page_state_the_committed_results() -> None:
+    from pathlib import Path
+
+    from benchmarks.goals import NAME, RESULTS, markdown, summary
+
+    assert (RESULTS / NAME).read_text() == markdown(RESULTS), "run python -m benchmarks.goals"
+    page = (Path(__file__).parent.parent / "docs" / "performance.md").read_text()
+    rows = summary(RESULTS)
+    assert len(rows) == 2 + 5
+    missing = [row for row in rows if row not in page.splitlines()]
+    assert not missing, f"docs/performance.md's goals table differs from the results: {missing}"
+
+
+def test_goals_read_each_figure_as_a_ratio_to_its_goal_and_refuse_another_size() -> None:
+    from benchmarks.goals import delta_rs_faster, delta_rs_no_slower, fleet, ingest, one_table
+
+    def side(seconds: float) -> dict[str, Any]:
+        return {
+            "median_seconds": seconds,
+            "median_round": {"breakdown": [{"item": "in Spark jobs", "seconds": 3.0}]},
+        }
+
+    table = {"table": {"files": 3000}, "bucket_objects": 0, "rounds": 3}
+    met = one_table({**table, "sides": {"ours": side(8.0), "delta-rs": side(1.0)}})
+    missed = one_table({**table, "sides": {"ours": side(25.0), "delta-rs": side(1.0)}})
+    assert not isinstance(met, str) and met.met and met.ratio == pytest.approx(0.8)
+    assert not isinstance(missed, str) and not missed.met and missed.ratio == pytest.approx(2.5)
+    assert "ours 25.00x slower" in missed.peers and "in Spark jobs: 3.0 s" in missed.where
+    assert isinstance(one_table({**table, "table": {"files": 100000}, "sides": {}}), str)
+
+    def run(parallel: int, per_table: float) -> dict[str, Any]:
+        return {"parallel": parallel, "seconds_per_table": per_table, "events": {"steps": []}}
+
+    peers = {"delta-rs": {"label": "delta-rs loop", "tables": 100, "seconds_per_table": 0.5}}
+    standing = fleet({"tables": 100, "runs": [run(1, 4.0), run(4, 3.0)], "peers": peers})
+    assert not isinstance(standing, str) and standing.ratio == pytest.approx(2.0)
+    assert "--parallel 4" in standing.today and "ours 6.00x slower" in standing.peers
+    assert isinstance(fleet({"tables": 16, "runs": [run(4, 1.0)]}), str)
+
+    def ingest_side(layout: str, rate: int, seconds: float) -> dict[str, Any]:
+        return {"layout": layout, "rows_per_second": rate, "ingest_seconds": seconds, "spark_steps": []}
+
+    result = {
+        "format": "parquet",
+        "rows": 10_000_000,
+        "command_reads_once": True,
+        "sides": [
+            ingest_side("key ranges, checked while written", 200_000, 50.0),
+            ingest_side("key ranges, checked first", 100_000, 100.0),
+        ],
+    }
+    standing = ingest({"registered_tables": 1000, "results": [result]})
+    assert not isinstance(standing, str) and standing.ratio == pytest.approx(1.5)
+    assert "ours 2.00x faster" in standing.peers
+    assert isinstance(ingest({"registered_tables": 10, "results": [result]}), str)
+
+    def mode(name: str, modeled: float) -> dict[str, Any]:
+        phase = {"modeled_seconds": modeled, "table_requests": 1}
+        return {"mode": name, "plan": phase, "run": phase}
+
+    def scale(ours: float, theirs: float) -> dict[str, Any]:
+        sizes = [
+            {"files": n, "runs": [mode("inventory-batch", ours), mode("delta-rs", theirs)]}
+            for n in (30_000, 100_000)
+        ]
+        return {"repeat": 3, "sizes": sizes}
+
+    slower = delta_rs_no_slower(scale(20.0, 10.0))
+    assert not isinstance(slower, str) and slower.ratio == pytest.approx(2.0) and not slower.met
+    faster = delta_rs_faster(scale(10.0, 20.0))  # ours 2x faster: the goal's 1.5x is met
+    assert not isinstance(faster, str) and faster.ratio == pytest.approx(0.75) and faster.met
+    assert isinstance(delta_rs_faster({"sizes": []}), str)

@@ -1,0 +1,372 @@
+"""The performance goals beside today's figures: each goal's figure read from the committed result
+that measures it, how far it is from the goal as a ratio, its peers in the same run, and where its
+time goes (from Spark's event log, as the result recorded it).
+
+    .venv/bin/python -m benchmarks.goals                     # benchmarks/results/ -> results/goals.md
+    .venv/bin/python -m benchmarks.goals --results DIR       # another results folder
+
+It runs nothing: it reads the ``.json`` files the benchmarks wrote, so ``goals.md`` always states
+the figures of the results beside it. A goal whose result is missing, or was measured at another
+size, says so and names the command that measures it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+NAME = "goals.md"
+
+ONE_TABLE_SECONDS = 10.0
+ONE_TABLE_FILES = 3000
+FLEET_SECONDS_PER_TABLE = 1.5
+FLEET_TABLES = 100
+INGEST_ROWS_PER_SECOND = 300_000
+INGEST_ROWS = 10_000_000
+INGEST_REGISTERED_TABLES = 1000
+DELTA_RS_NO_SLOWER_FROM_FILES = 30_000
+DELTA_RS_FASTER_AT_FILES = 100_000
+DELTA_RS_FASTER_BY = 1.5
+
+
+@dataclass
+class Standing:
+    """One goal against its result: ``ratio`` is how many times the goal the figure is (or falls
+    short of it), 1.0 or less when met."""
+
+    today: str
+    ratio: float
+    peers: str
+    where: list[str] = field(default_factory=list)
+
+    @property
+    def met(self) -> bool:
+        return self.ratio <= 1.0
+
+
+@dataclass(frozen=True)
+class Goal:
+    what: str
+    goal: str
+    result: str  # the result's path under the results folder
+    command: str
+    measure: Callable[[dict[str, Any]], Standing | str]  # a Standing, or why the result does not measure it
+
+
+def _times(ratio: float, faster: str, slower: str) -> str:
+    """``1.99x faster`` or ``1.27x slower``: a ratio of seconds (the other's over ours) in words."""
+    return f"{ratio:.2f}x {faster}" if ratio >= 1 else f"{1 / ratio:.2f}x {slower}"
+
+
+def one_table(document: dict[str, Any]) -> Standing | str:
+    table = document["table"]
+    if table["files"] != ONE_TABLE_FILES or document.get("bucket_objects"):
+        return f"measured on {table['files']:,} files in a bucket of {document.get('bucket_objects', 0):,} other objects"
+    sides = document["sides"]
+    ours = sides["ours"]["median_seconds"]
+    labels = {"delta-rs": "delta-rs `vacuum(full=True)`", "delta-sql": "Delta's listing VACUUM"}
+    peers = [
+        f"{label} {sides[side]['median_seconds']:.1f} s (ours {_times(sides[side]['median_seconds'] / ours, 'faster', 'slower')})"
+        for side, label in labels.items()
+        if side in sides
+    ]
+    round_ = sides["ours"]["median_round"]
+    where = [f"{item['item']}: {item['seconds']:.1f} s" for item in round_.get("breakdown", [])]
+    where += [
+        f"Spark jobs of the step `{step['step']}`: {step['jobs']}, {step['seconds']:.2f} s"
+        for step in round_.get("steps", [])
+    ]
+    return Standing(
+        today=f"{ours:.1f} s (median of {document['rounds']})",
+        ratio=ours / ONE_TABLE_SECONDS,
+        peers="; ".join(peers),
+        where=where,
+    )
+
+
+def _best_run(document: dict[str, Any]) -> dict[str, Any]:
+    return min(document["runs"], key=lambda run: run["seconds_per_table"])
+
+
+def _to_delta_rs(document: dict[str, Any]) -> str:
+    """Ours against the delta-rs loop of the same fleet run, in words."""
+    peers = document.get("peers") or {}
+    if "delta-rs" not in peers:
+        return "no delta-rs loop in this run"
+    ours = _best_run(document)["seconds_per_table"]
+    theirs = peers["delta-rs"]["seconds_per_table"]
+    return f"{ours:.2f} against {theirs:.2f} s a table: ours {_times(theirs / ours, 'faster', 'slower')}"
+
+
+def fleet(document: dict[str, Any]) -> Standing | str:
+    if document["tables"] != FLEET_TABLES or document.get("unchanged_tables"):
+        return f"measured on {document['tables']} tables"
+    best = _best_run(document)
+    ours = best["seconds_per_table"]
+    peers = [
+        f"{peer['label']} {peer['seconds_per_table']:.2f} s a table on {peer['tables']} tables "
+        f"(ours {_times(peer['seconds_per_table'] / ours, 'faster', 'slower')})"
+        for name, peer in (document.get("peers") or {}).items()
+        if name != "ours"
+    ]
+    events = best.get("events") or {}
+    where = [
+        f"Spark jobs per table: {events.get('jobs_per_table_median', '–')}, "
+        f"{events.get('job_seconds_per_table_median', 0):.2f} s of job time a table (the jobs of "
+        f"tables running at the same time overlap)"
+    ]
+    where += [
+        f"Spark jobs of the step `{step['step']}`: {step['jobs_per_table']:g} a table, {step['seconds_per_table']:.2f} s a table"
+        for step in events.get("steps", [])
+    ]
+    where.append(
+        "the rest of a table's time is the driver's: planning each query and reading each table's log"
+    )
+    return Standing(
+        today=f"{ours:.2f} s a table at --parallel {best['parallel']}",
+        ratio=ours / FLEET_SECONDS_PER_TABLE,
+        peers="; ".join(peers),
+        where=where,
+    )
+
+
+def _command_side(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The side the ingest command itself takes for the result's delivery."""
+    from benchmarks.ingest_rate import FIRST, OURS
+
+    layout = OURS if result.get("command_reads_once") else FIRST
+    return next((side for side in result["sides"] if side["layout"] == layout), None)
+
+
+def ingest(document: dict[str, Any]) -> Standing | str:
+    result = next(
+        (r for r in document["results"] if r["format"] == "parquet" and r["rows"] == INGEST_ROWS), None
+    )
+    if result is None or document.get("registered_tables") != INGEST_REGISTERED_TABLES:
+        sizes = ", ".join(f"{r['format']} {r['rows']:,} rows" for r in document["results"])
+        return f"measured on {sizes} with {document.get('registered_tables')} registered tables"
+    ours = _command_side(result)
+    if ours is None:
+        return "the result has no side the command takes"
+    rate = ours["rows_per_second"]
+    peers = [
+        f"{side['layout']} {side['rows_per_second']:,} rows/s "
+        f"(ours {_times(side['ingest_seconds'] / ours['ingest_seconds'], 'faster', 'slower')})"
+        for side in result["sides"]
+        if side is not ours
+    ]
+    where = [
+        f"Spark jobs of the step `{step['step'].split('<br/>')[0]}`: {step['jobs']}, {step['seconds']:.1f} s"
+        for step in sorted(ours.get("spark_steps", []), key=lambda s: -s["seconds"])[:4]
+    ]
+    where.append(f"the whole ingest: {ours['ingest_seconds']:.1f} s; the rest is the driver's")
+    return Standing(
+        today=f"{rate:,} rows/s ({ours['ingest_seconds']:.1f} s, {ours['layout']})",
+        ratio=INGEST_ROWS_PER_SECOND / rate,
+        peers="; ".join(peers),
+        where=where,
+    )
+
+
+def _modeled_pair(document: dict[str, Any], files: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(inventory mode with the batch delete, delta-rs) at ``files``, from a vacuum_at_scale result."""
+    for size in document["sizes"]:
+        if size["files"] == files:
+            runs = {run["mode"]: run for run in size["runs"]}
+            if "inventory-batch" in runs and "delta-rs" in runs:
+                return runs["inventory-batch"], runs["delta-rs"]
+    return None
+
+
+def _modeled_today(document: dict[str, Any], ours: dict[str, Any], theirs: dict[str, Any]) -> str:
+    rounds = document.get("repeat", 1)
+    which = f", the round of median real time of {rounds}" if rounds > 1 else ""
+    return (
+        f"{ours['run']['modeled_seconds']:.1f} s against delta-rs's "
+        f"{theirs['run']['modeled_seconds']:.1f} s{which}"
+    )
+
+
+def _run_where(files: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    return [
+        f"at {files:,} files, ours: plan {ours['plan']['modeled_seconds']:.1f} s modeled, the whole "
+        f"real run {ours['run']['modeled_seconds']:.1f} s, {ours['run']['table_requests']} requests to "
+        f"the table, {ours['run'].get('data_list_requests', 0)} of them LISTs of its data; delta-rs: "
+        f"plan {theirs['plan']['modeled_seconds']:.1f} s, real run {theirs['run']['modeled_seconds']:.1f} s, "
+        f"{theirs['run']['table_requests']} requests, {theirs['run'].get('data_list_requests', 0)} LISTs of its data"
+    ]
+
+
+def delta_rs_no_slower(document: dict[str, Any]) -> Standing | str:
+    pair = _modeled_pair(document, DELTA_RS_NO_SLOWER_FROM_FILES)
+    if pair is None:
+        return f"no inventory-batch and delta-rs runs at {DELTA_RS_NO_SLOWER_FROM_FILES:,} files"
+    ours, theirs = pair
+    ratio = ours["run"]["modeled_seconds"] / theirs["run"]["modeled_seconds"]
+    return Standing(
+        today=_modeled_today(document, ours, theirs),
+        ratio=ratio,
+        peers=f"delta-rs {_times(ratio, 'faster', 'slower')}",
+        where=_run_where(DELTA_RS_NO_SLOWER_FROM_FILES, ours, theirs),
+    )
+
+
+def delta_rs_faster(document: dict[str, Any]) -> Standing | str:
+    pair = _modeled_pair(document, DELTA_RS_FASTER_AT_FILES)
+    if pair is None:
+        return f"no inventory-batch and delta-rs runs at {DELTA_RS_FASTER_AT_FILES:,} files"
+    ours, theirs = pair
+    faster = theirs["run"]["modeled_seconds"] / ours["run"]["modeled_seconds"]
+    return Standing(
+        today=_modeled_today(document, ours, theirs),
+        ratio=DELTA_RS_FASTER_BY / faster,
+        peers=f"ours {_times(faster, 'faster', 'slower')} than delta-rs",
+        where=_run_where(DELTA_RS_FASTER_AT_FILES, ours, theirs),
+    )
+
+
+GOALS = (
+    Goal(
+        "one table in one fresh process: dry run of 3,000 files in 720 partitions",
+        f"at most {ONE_TABLE_SECONDS:g} s end to end",
+        "one_table.json",
+        "python -m benchmarks.one_table",
+        one_table,
+    ),
+    Goal(
+        "a fleet of 100 tables of 1,000 files, dry runs in one job",
+        f"at most {FLEET_SECONDS_PER_TABLE:g} s a table",
+        "many_tables.json",
+        "python -m benchmarks.many_tables --tables 100 --parallel 4 --no-compare-default --listing-tables 4",
+        fleet,
+    ),
+    Goal(
+        "ingest of a Parquet delivery of 10M rows, keys tagged from 1,000 registered tables",
+        f"at least {INGEST_ROWS_PER_SECOND:,} rows/s",
+        "ingest_rate.json",
+        "python -m benchmarks.ingest_rate --formats parquet --rows 10000000 --registered-tables 1000",
+        ingest,
+    ),
+    Goal(
+        "one table's real run against delta-rs `vacuum(full=True)` at 30,000 files, modeled",
+        "no slower than delta-rs",
+        "vacuum-30k-100k/vacuum_at_scale.json",
+        "python -m benchmarks.vacuum_at_scale --files 30000 --files 100000 --modes inventory-batch,delta-rs "
+        "--repeat 3 --output benchmarks/results/vacuum-30k-100k",
+        delta_rs_no_slower,
+    ),
+    Goal(
+        "one table's real run against delta-rs `vacuum(full=True)` at 100,000 files, modeled",
+        f"at least {DELTA_RS_FASTER_BY:g}x faster than delta-rs",
+        "vacuum-30k-100k/vacuum_at_scale.json",
+        "python -m benchmarks.vacuum_at_scale --files 30000 --files 100000 --modes inventory-batch,delta-rs "
+        "--repeat 3 --output benchmarks/results/vacuum-30k-100k",
+        delta_rs_faster,
+    ),
+)
+
+
+def standings(results: Path) -> list[tuple[Goal, Standing | str, dict[str, Any] | None]]:
+    """Each goal, with its standing (or why there is none) and the result document it read."""
+    rows = []
+    for goal in GOALS:
+        path = results / goal.result
+        if not path.is_file():
+            rows.append((goal, f"no result {goal.result}", None))
+            continue
+        document = json.loads(path.read_text())
+        rows.append((goal, goal.measure(document), document))
+    return rows
+
+
+def _fleet_sizes(results: Path) -> Iterable[str]:
+    """The fleet against the delta-rs loop at every size measured under ``results``."""
+    for path in sorted(results.rglob("many_tables.json")):
+        document = json.loads(path.read_text())
+        unchanged = document.get("unchanged_tables")
+        kind = f", {unchanged} of them only live files" if unchanged else ""
+        yield (
+            f"- {document['tables']} tables{kind} (`{path.relative_to(results)}`): {_to_delta_rs(document)}"
+        )
+
+
+def _status(standing: Standing) -> str:
+    if standing.met:
+        return "met"
+    return f"missed: {standing.ratio:.2f}x the goal"
+
+
+def summary(results: Path) -> list[str]:
+    """The goals as a short Markdown table (goal, today, how far): the rows the documentation's
+    Performance page shows."""
+    lines = ["| goal | today | how far |", "|---|---|---|"]
+    for goal, standing, _ in standings(results):
+        if isinstance(standing, str):
+            lines.append(f"| {goal.what}: {goal.goal} | – | not measured: {standing} |")
+        else:
+            lines.append(f"| {goal.what}: {goal.goal} | {standing.today} | {_status(standing)} |")
+    return lines
+
+
+def markdown(results: Path) -> str:
+    rows = standings(results)
+    lines = [
+        "# Performance goals and today's figures",
+        "",
+        "Each figure is read from the result beside this file (`python -m benchmarks.goals` writes it "
+        "from them and runs nothing). *How far* is how many times the goal the figure is: the seconds "
+        "over the goal's seconds, or the goal's rate or speed-up over the figure's; 1.00x or less "
+        "meets it.",
+        "",
+        "| goal | today | how far | peers in the same run | result | command |",
+        "|---|---|---|---|---|---|",
+    ]
+    for goal, standing, document in rows:
+        commit = f" at {document['code']}" if document and document.get("code") else ""
+        if isinstance(standing, str):
+            lines.append(
+                f"| {goal.what}: {goal.goal} | – | not measured: {standing} | – | `{goal.result}` | `{goal.command}` |"
+            )
+            continue
+        lines.append(
+            f"| {goal.what}: {goal.goal} | {standing.today} | {_status(standing)} | {standing.peers} | "
+            f"`{goal.result}`{commit} | `{goal.command}` |"
+        )
+    lines += [
+        "",
+        "## The fleet against the delta-rs loop, at every size measured",
+        "",
+        *_fleet_sizes(results),
+    ]
+    lines += ["", "## Where the time goes", ""]
+    for goal, standing, _ in rows:
+        if isinstance(standing, Standing):
+            lines += [f"**{goal.what}** ({_status(standing)}):", ""]
+            lines += [f"- {item}" for item in standing.where]
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.goals", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="the results folder (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+    if not args.results.is_dir():
+        print(f"benchmarks.goals: no results folder {args.results}", file=sys.stderr)
+        return 2
+    text = markdown(args.results)
+    (args.results / NAME).write_text(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
