@@ -126,7 +126,8 @@ def fleet(document: dict[str, Any]) -> Standing | str:
         for step in events.get("steps", [])
     ]
     where.append(
-        "the rest of a table's time is the driver's: planning each query and reading each table's log"
+        "the rest of a table's time is the driver's work around its jobs: building and planning each "
+        "query, and Delta's reading of each table's log"
     )
     return Standing(
         today=f"{ours:.2f} s a table at --parallel {best['parallel']}",
