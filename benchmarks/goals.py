@@ -1,19 +1,20 @@
 """The performance goals beside today's figures: each goal's figure read from the committed result
-that measures it, how far it is from the goal as a ratio, its peers in the same run, and where its
-time goes (from Spark's event log, as the result recorded it).
+that measures it, how far it is from the goal, its peers in the same run, and where its time goes
+(from Spark's event log, as the result recorded it).
 
-    .venv/bin/python -m benchmarks.goals                     # benchmarks/results/ -> results/goals.md
-    .venv/bin/python -m benchmarks.goals --results DIR       # another results folder
+    .venv/bin/python -m benchmarks.goals                     # reads benchmarks/results/, writes its goals.md
+    .venv/bin/python -m benchmarks.goals --results DIR       # reads DIR, writes DIR/goals.md
 
-It runs nothing: it reads the ``.json`` files the benchmarks wrote, so ``goals.md`` always states
-the figures of the results beside it. A goal whose result is missing, or was measured at another
-size, says so and names the command that measures it.
+It runs nothing: it reads the ``.json`` files the benchmarks wrote, so ``goals.md`` states the
+figures of the results beside it. A goal whose result is missing, incomplete, or was measured at
+other sizes or settings says so ("not measured") and names the command that measures it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,27 +28,31 @@ ONE_TABLE_SECONDS = 10.0
 ONE_TABLE_FILES = 3000
 FLEET_SECONDS_PER_TABLE = 1.5
 FLEET_TABLES = 100
+FLEET_FILES_PER_TABLE = 1000
 INGEST_ROWS_PER_SECOND = 300_000
 INGEST_ROWS = 10_000_000
 INGEST_REGISTERED_TABLES = 1000
 DELTA_RS_NO_SLOWER_FROM_FILES = 30_000
 DELTA_RS_FASTER_AT_FILES = 100_000
 DELTA_RS_FASTER_BY = 1.5
+MODELED_LATENCY_MS = 20.0
+
+
+class UnreadableResult(Exception):
+    """A result file that is not JSON."""
 
 
 @dataclass
 class Standing:
-    """One goal against its result: ``ratio`` is how many times the goal the figure is (or falls
-    short of it), 1.0 or less when met."""
+    """One goal against its result: ``met``, and ``short_by``, the factor by which the figure must
+    improve to meet the goal (its seconds over the goal's, or the goal's rate or speed-up over its
+    own; 1.0 or less when met)."""
 
     today: str
-    ratio: float
+    met: bool
+    short_by: float
     peers: str
     where: list[str] = field(default_factory=list)
-
-    @property
-    def met(self) -> bool:
-        return self.ratio <= 1.0
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,13 @@ class Goal:
     what: str
     goal: str
     result: str  # the result's path under the results folder
-    command: str
+    command: str  # the command that measures the goal
     measure: Callable[[dict[str, Any]], Standing | str]  # a Standing, or why the result does not measure it
+
+
+def _at_most(figure: float, goal: float) -> bool:
+    """``figure`` meets a goal of at most ``goal`` (a float product's last bit does not miss it)."""
+    return figure <= goal or math.isclose(figure, goal, rel_tol=1e-9)
 
 
 def _times(ratio: float, faster: str, slower: str) -> str:
@@ -67,12 +77,16 @@ def _times(ratio: float, faster: str, slower: str) -> str:
 def one_table(document: dict[str, Any]) -> Standing | str:
     table = document["table"]
     if table["files"] != ONE_TABLE_FILES or document.get("bucket_objects"):
-        return f"measured on {table['files']:,} files in a bucket of {document.get('bucket_objects', 0):,} other objects"
+        return (
+            f"measured on {table['files']:,} files in a bucket of "
+            f"{document.get('bucket_objects', 0):,} other objects"
+        )
     sides = document["sides"]
     ours = sides["ours"]["median_seconds"]
     labels = {"delta-rs": "delta-rs `vacuum(full=True)`", "delta-sql": "Delta's listing VACUUM"}
     peers = [
-        f"{label} {sides[side]['median_seconds']:.1f} s (ours {_times(sides[side]['median_seconds'] / ours, 'faster', 'slower')})"
+        f"{label} {sides[side]['median_seconds']:.1f} s "
+        f"(ours {_times(sides[side]['median_seconds'] / ours, 'faster', 'slower')})"
         for side, label in labels.items()
         if side in sides
     ]
@@ -84,55 +98,66 @@ def one_table(document: dict[str, Any]) -> Standing | str:
     ]
     return Standing(
         today=f"{ours:.1f} s (median of {document['rounds']})",
-        ratio=ours / ONE_TABLE_SECONDS,
+        met=_at_most(ours, ONE_TABLE_SECONDS),
+        short_by=ours / ONE_TABLE_SECONDS,
         peers="; ".join(peers),
         where=where,
     )
 
 
-def _best_run(document: dict[str, Any]) -> dict[str, Any]:
-    return min(document["runs"], key=lambda run: run["seconds_per_table"])
+def _product_runs(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fleet runs made as the command runs (snapshots sized by the tool, no extra settings)."""
+    if document.get("conf"):
+        return []
+    return [run for run in document["runs"] if run.get("snapshot_partitions") == "sized"]
 
 
 def _to_delta_rs(document: dict[str, Any]) -> str:
-    """Ours against the delta-rs loop of the same fleet run, in words."""
+    """Ours against the delta-rs loop of the same fleet run (the peers' own run of ours), in words."""
     peers = document.get("peers") or {}
-    if "delta-rs" not in peers:
+    if "delta-rs" not in peers or "ours" not in peers:
         return "no delta-rs loop in this run"
-    ours = _best_run(document)["seconds_per_table"]
-    theirs = peers["delta-rs"]["seconds_per_table"]
+    ours, theirs = peers["ours"]["seconds_per_table"], peers["delta-rs"]["seconds_per_table"]
     return f"{ours:.2f} against {theirs:.2f} s a table: ours {_times(theirs / ours, 'faster', 'slower')}"
 
 
 def fleet(document: dict[str, Any]) -> Standing | str:
-    if document["tables"] != FLEET_TABLES or document.get("unchanged_tables"):
-        return f"measured on {document['tables']} tables"
-    best = _best_run(document)
-    ours = best["seconds_per_table"]
-    peers = [
+    tables, files = document["tables"], document.get("files_per_table")
+    if document.get("unchanged_tables"):
+        return f"measured on {tables} tables, {document['unchanged_tables']} of them with nothing to delete"
+    if tables != FLEET_TABLES or files != FLEET_FILES_PER_TABLE:
+        return f"measured on {tables} tables of {files} files"
+    runs = _product_runs(document)
+    if not runs:
+        return "no run with the command's own settings (snapshots sized by the tool, no --conf)"
+    best = min(runs, key=lambda run: run["seconds_per_table"])
+    figure = best["seconds_per_table"]
+    peers = document.get("peers") or {}
+    ours = peers.get("ours")
+    against = [
         f"{peer['label']} {peer['seconds_per_table']:.2f} s a table on {peer['tables']} tables "
-        f"(ours {_times(peer['seconds_per_table'] / ours, 'faster', 'slower')})"
-        for name, peer in (document.get("peers") or {}).items()
-        if name != "ours"
+        f"(ours {_times(peer['seconds_per_table'] / ours['seconds_per_table'], 'faster', 'slower')})"
+        for name, peer in peers.items()
+        if ours and name != "ours"
     ]
+    if ours:  # the peers ran beside one run of ours, which need not be the best one
+        against.insert(0, f"beside {ours['label']}, {ours['seconds_per_table']:.2f} s a table")
     events = best.get("events") or {}
     where = [
         f"Spark jobs per table: {events.get('jobs_per_table_median', '–')}, "
         f"{events.get('job_seconds_per_table_median', 0):.2f} s of job time a table (the jobs of "
-        f"tables running at the same time overlap)"
+        "tables running at the same time overlap)"
     ]
     where += [
-        f"Spark jobs of the step `{step['step']}`: {step['jobs_per_table']:g} a table, {step['seconds_per_table']:.2f} s a table"
+        f"Spark jobs of the step `{step['step']}`: {step['jobs_per_table']:g} a table, "
+        f"{step['seconds_per_table']:.2f} s a table"
         for step in events.get("steps", [])
     ]
-    where.append(
-        "the rest of a table's time is the driver's work around its jobs: building and planning each "
-        "query, and Delta's reading of each table's log"
-    )
     return Standing(
-        today=f"{ours:.2f} s a table at --parallel {best['parallel']}",
-        ratio=ours / FLEET_SECONDS_PER_TABLE,
-        peers="; ".join(peers),
+        today=f"{figure:.2f} s a table at --parallel {best['parallel']}",
+        met=_at_most(figure, FLEET_SECONDS_PER_TABLE),
+        short_by=figure / FLEET_SECONDS_PER_TABLE,
+        peers="; ".join(against),
         where=where,
     )
 
@@ -151,7 +176,8 @@ def ingest(document: dict[str, Any]) -> Standing | str:
     )
     if result is None or document.get("registered_tables") != INGEST_REGISTERED_TABLES:
         sizes = ", ".join(f"{r['format']} {r['rows']:,} rows" for r in document["results"])
-        return f"measured on {sizes} with {document.get('registered_tables')} registered tables"
+        registered = document.get("registered_tables") or 0
+        return f"measured on {sizes} with {registered:,} registered tables"
     ours = _command_side(result)
     if ours is None:
         return "the result has no side the command takes"
@@ -162,27 +188,40 @@ def ingest(document: dict[str, Any]) -> Standing | str:
         for side in result["sides"]
         if side is not ours
     ]
+    steps = sorted(ours.get("spark_steps", []), key=lambda s: -s["seconds"])
     where = [
         f"Spark jobs of the step `{step['step'].split('<br/>')[0]}`: {step['jobs']}, {step['seconds']:.1f} s"
-        for step in sorted(ours.get("spark_steps", []), key=lambda s: -s["seconds"])[:4]
+        for step in steps[:3]
     ]
-    where.append(f"the whole ingest: {ours['ingest_seconds']:.1f} s; the rest is the driver's")
+    if steps[3:]:
+        where.append(
+            f"the other {sum(s['jobs'] for s in steps[3:])} Spark jobs: {sum(s['seconds'] for s in steps[3:]):.1f} s"
+        )
+    outside = ours["ingest_seconds"] - sum(s["seconds"] for s in steps)
+    where.append(
+        f"outside Spark's jobs (the driver's work): {outside:.1f} s of {ours['ingest_seconds']:.1f} s"
+    )
     return Standing(
         today=f"{rate:,} rows/s ({ours['ingest_seconds']:.1f} s, {ours['layout']})",
-        ratio=INGEST_ROWS_PER_SECOND / rate,
+        met=_at_most(INGEST_ROWS_PER_SECOND, rate),
+        short_by=INGEST_ROWS_PER_SECOND / rate,
         peers="; ".join(peers),
         where=where,
     )
 
 
-def _modeled_pair(document: dict[str, Any], files: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(inventory mode with the batch delete, delta-rs) at ``files``, from a vacuum_at_scale result."""
+def _modeled_pair(document: dict[str, Any], files: int) -> tuple[dict[str, Any], dict[str, Any]] | str:
+    """(inventory mode with the batch delete, delta-rs) at ``files``, from a vacuum_at_scale
+    result modeled at :data:`MODELED_LATENCY_MS`; or why there is none."""
+    latency = document["model"]["latency_ms"]
+    if latency != MODELED_LATENCY_MS:
+        return f"modeled at {latency:g} ms a request, not {MODELED_LATENCY_MS:g}"
     for size in document["sizes"]:
         if size["files"] == files:
             runs = {run["mode"]: run for run in size["runs"]}
             if "inventory-batch" in runs and "delta-rs" in runs:
                 return runs["inventory-batch"], runs["delta-rs"]
-    return None
+    return f"no inventory-batch and delta-rs runs at {files:,} files"
 
 
 def _modeled_today(document: dict[str, Any], ours: dict[str, Any], theirs: dict[str, Any]) -> str:
@@ -206,32 +245,38 @@ def _run_where(files: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list
 
 def delta_rs_no_slower(document: dict[str, Any]) -> Standing | str:
     pair = _modeled_pair(document, DELTA_RS_NO_SLOWER_FROM_FILES)
-    if pair is None:
-        return f"no inventory-batch and delta-rs runs at {DELTA_RS_NO_SLOWER_FROM_FILES:,} files"
+    if isinstance(pair, str):
+        return pair
     ours, theirs = pair
-    ratio = ours["run"]["modeled_seconds"] / theirs["run"]["modeled_seconds"]
+    mine, other = ours["run"]["modeled_seconds"], theirs["run"]["modeled_seconds"]
     return Standing(
         today=_modeled_today(document, ours, theirs),
-        ratio=ratio,
-        peers=f"delta-rs {_times(ratio, 'faster', 'slower')}",
+        met=_at_most(mine, other),
+        short_by=mine / other,
+        peers=f"delta-rs {_times(mine / other, 'faster', 'slower')}",
         where=_run_where(DELTA_RS_NO_SLOWER_FROM_FILES, ours, theirs),
     )
 
 
 def delta_rs_faster(document: dict[str, Any]) -> Standing | str:
     pair = _modeled_pair(document, DELTA_RS_FASTER_AT_FILES)
-    if pair is None:
-        return f"no inventory-batch and delta-rs runs at {DELTA_RS_FASTER_AT_FILES:,} files"
+    if isinstance(pair, str):
+        return pair
     ours, theirs = pair
-    faster = theirs["run"]["modeled_seconds"] / ours["run"]["modeled_seconds"]
+    mine, other = ours["run"]["modeled_seconds"], theirs["run"]["modeled_seconds"]
     return Standing(
         today=_modeled_today(document, ours, theirs),
-        ratio=DELTA_RS_FASTER_BY / faster,
-        peers=f"ours {_times(faster, 'faster', 'slower')} than delta-rs",
+        met=_at_most(DELTA_RS_FASTER_BY * mine, other),
+        short_by=DELTA_RS_FASTER_BY * mine / other,
+        peers=f"ours {_times(other / mine, 'faster', 'slower')} than delta-rs",
         where=_run_where(DELTA_RS_FASTER_AT_FILES, ours, theirs),
     )
 
 
+_VACUUM_30K_100K = (
+    "python -m benchmarks.vacuum_at_scale --files 30000 --files 100000 --modes inventory-batch,delta-rs "
+    "--repeat 3 --output benchmarks/results/vacuum-30k-100k"
+)
 GOALS = (
     Goal(
         "one table in one fresh process: dry run of 3,000 files in 720 partitions",
@@ -258,49 +303,78 @@ GOALS = (
         "one table's real run against delta-rs `vacuum(full=True)` at 30,000 files, modeled",
         "no slower than delta-rs",
         "vacuum-30k-100k/vacuum_at_scale.json",
-        "python -m benchmarks.vacuum_at_scale --files 30000 --files 100000 --modes inventory-batch,delta-rs "
-        "--repeat 3 --output benchmarks/results/vacuum-30k-100k",
+        _VACUUM_30K_100K,
         delta_rs_no_slower,
     ),
     Goal(
         "one table's real run against delta-rs `vacuum(full=True)` at 100,000 files, modeled",
         f"at least {DELTA_RS_FASTER_BY:g}x faster than delta-rs",
         "vacuum-30k-100k/vacuum_at_scale.json",
-        "python -m benchmarks.vacuum_at_scale --files 30000 --files 100000 --modes inventory-batch,delta-rs "
-        "--repeat 3 --output benchmarks/results/vacuum-30k-100k",
+        _VACUUM_30K_100K,
         delta_rs_faster,
     ),
 )
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UnreadableResult(f"{path}: not a readable result ({error})") from None
+    if not isinstance(document, dict):
+        raise UnreadableResult(f"{path}: not a result (a JSON {type(document).__name__}, not an object)")
+    return document
+
+
+def _measured(goal: Goal, document: dict[str, Any]) -> Standing | str:
+    try:
+        return goal.measure(document)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
+        return f"incomplete result ({type(error).__name__}: {error})"
+
+
 def standings(results: Path) -> list[tuple[Goal, Standing | str, dict[str, Any] | None]]:
-    """Each goal, with its standing (or why there is none) and the result document it read."""
-    rows = []
+    """Each goal, with its standing (or why there is none) and the result document it read.
+    Raises :class:`UnreadableResult` for a result file that is not JSON."""
+    rows: list[tuple[Goal, Standing | str, dict[str, Any] | None]] = []
     for goal in GOALS:
         path = results / goal.result
         if not path.is_file():
             rows.append((goal, f"no result {goal.result}", None))
             continue
-        document = json.loads(path.read_text())
-        rows.append((goal, goal.measure(document), document))
+        document = _read(path)
+        rows.append((goal, _measured(goal, document), document))
     return rows
 
 
 def _fleet_sizes(results: Path) -> Iterable[str]:
     """The fleet against the delta-rs loop at every size measured under ``results``."""
     for path in sorted(results.rglob("many_tables.json")):
-        document = json.loads(path.read_text())
-        unchanged = document.get("unchanged_tables")
-        kind = f", {unchanged} of them only live files" if unchanged else ""
-        yield (
-            f"- {document['tables']} tables{kind} (`{path.relative_to(results)}`): {_to_delta_rs(document)}"
-        )
+        document = _read(path)
+        try:
+            unchanged = document.get("unchanged_tables")
+            kind = f", {unchanged} of them with nothing to delete" if unchanged else ""
+            commit = f" at {document['code']}" if document.get("code") else ""
+            line = (
+                f"{document['tables']} tables of {document['files_per_table']:,} files{kind} "
+                f"(`{path.relative_to(results)}`{commit}): {_to_delta_rs(document)}"
+            )
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+            line = f"`{path.relative_to(results)}`: incomplete result ({type(error).__name__}: {error})"
+        yield f"- {line}"
 
 
 def _status(standing: Standing) -> str:
     if standing.met:
         return "met"
-    return f"missed: {standing.ratio:.2f}x the goal"
+    # a goal missed by a hair never reads 1.00x
+    return f"missed by {max(round(standing.short_by, 2), 1.01):.2f}x"
+
+
+HOW_FAR = (
+    "*How far* is the factor by which the figure must improve to meet the goal: its seconds over "
+    "the goal's, or the goal's rate or speed-up over its own"
+)
 
 
 def summary(results: Path) -> list[str]:
@@ -321,23 +395,24 @@ def markdown(results: Path) -> str:
         "# Performance goals and today's figures",
         "",
         "Each figure is read from the result beside this file (`python -m benchmarks.goals` writes it "
-        "from them and runs nothing). *How far* is how many times the goal the figure is: the seconds "
-        "over the goal's seconds, or the goal's rate or speed-up over the figure's; 1.00x or less "
-        "meets it.",
+        f"from them and runs nothing). {HOW_FAR}. *Command* is the one that made the result; "
+        "*measure with* is the one that measures the goal.",
         "",
-        "| goal | today | how far | peers in the same run | result | command |",
-        "|---|---|---|---|---|---|",
+        "| goal | today | how far | peers in the same run | result | command | measure with |",
+        "|---|---|---|---|---|---|---|",
     ]
     for goal, standing, document in rows:
         commit = f" at {document['code']}" if document and document.get("code") else ""
+        made_by = f"`{document['command'].strip()}`" if document and document.get("command") else "–"
         if isinstance(standing, str):
             lines.append(
-                f"| {goal.what}: {goal.goal} | – | not measured: {standing} | – | `{goal.result}` | `{goal.command}` |"
+                f"| {goal.what}: {goal.goal} | – | not measured: {standing} | – | `{goal.result}`{commit} | "
+                f"{made_by} | `{goal.command}` |"
             )
             continue
         lines.append(
             f"| {goal.what}: {goal.goal} | {standing.today} | {_status(standing)} | {standing.peers} | "
-            f"`{goal.result}`{commit} | `{goal.command}` |"
+            f"`{goal.result}`{commit} | {made_by} | `{goal.command}` |"
         )
     lines += [
         "",
@@ -355,7 +430,11 @@ def markdown(results: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.goals", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.goals",
+        description="The performance goals beside the figures of the results in a folder, written to "
+        "that folder's goals.md (and printed). Runs no benchmark.",
+    )
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help="the results folder (default: %(default)s)"
     )
@@ -363,7 +442,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.results.is_dir():
         print(f"benchmarks.goals: no results folder {args.results}", file=sys.stderr)
         return 2
-    text = markdown(args.results)
+    if not any((args.results / goal.result).is_file() for goal in GOALS):
+        names = ", ".join(sorted({goal.result for goal in GOALS}))
+        print(f"benchmarks.goals: {args.results} holds none of the goals' results ({names})", file=sys.stderr)
+        return 2
+    try:
+        text = markdown(args.results)
+    except UnreadableResult as error:
+        print(f"benchmarks.goals: {error}", file=sys.stderr)
+        return 2
     (args.results / NAME).write_text(text)
     print(text, end="")
     return 0
