@@ -69,6 +69,11 @@ def _at_most(figure: float, goal: float) -> bool:
     return figure <= goal or math.isclose(figure, goal, rel_tol=1e-9)
 
 
+def _seconds_goal(today: str, seconds: float, goal: float, peers: list[str], where: list[str]) -> Standing:
+    """The standing of ``seconds`` against a goal of at most ``goal`` seconds."""
+    return Standing(today, _at_most(seconds, goal), seconds / goal, "; ".join(peers), where)
+
+
 def _times(ratio: float, faster: str, slower: str) -> str:
     """``1.99x faster`` or ``1.27x slower``: a ratio of seconds (the other's over ours) in words."""
     return f"{ratio:.2f}x {faster}" if ratio >= 1 else f"{1 / ratio:.2f}x {slower}"
@@ -96,12 +101,8 @@ def one_table(document: dict[str, Any]) -> Standing | str:
         f"Spark jobs of the step `{step['step']}`: {step['jobs']}, {step['seconds']:.2f} s"
         for step in round_.get("steps", [])
     ]
-    return Standing(
-        today=f"{ours:.1f} s (median of {document['rounds']})",
-        met=_at_most(ours, ONE_TABLE_SECONDS),
-        short_by=ours / ONE_TABLE_SECONDS,
-        peers="; ".join(peers),
-        where=where,
+    return _seconds_goal(
+        f"{ours:.1f} s (median of {document['rounds']})", ours, ONE_TABLE_SECONDS, peers, where
     )
 
 
@@ -153,13 +154,8 @@ def fleet(document: dict[str, Any]) -> Standing | str:
         f"{step['seconds_per_table']:.2f} s a table"
         for step in events.get("steps", [])
     ]
-    return Standing(
-        today=f"{figure:.2f} s a table at --parallel {best['parallel']}",
-        met=_at_most(figure, FLEET_SECONDS_PER_TABLE),
-        short_by=figure / FLEET_SECONDS_PER_TABLE,
-        peers="; ".join(against),
-        where=where,
-    )
+    today = f"{figure:.2f} s a table at --parallel {best['parallel']}"
+    return _seconds_goal(today, figure, FLEET_SECONDS_PER_TABLE, against, where)
 
 
 def _command_side(result: dict[str, Any]) -> dict[str, Any] | None:
@@ -243,34 +239,28 @@ def _run_where(files: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list
     ]
 
 
-def delta_rs_no_slower(document: dict[str, Any]) -> Standing | str:
-    pair = _modeled_pair(document, DELTA_RS_NO_SLOWER_FROM_FILES)
+def _against_delta_rs(document: dict[str, Any], files: int, faster_by: float) -> Standing | str:
+    """Ours against delta-rs at ``files``, for a goal of being ``faster_by`` times as fast."""
+    pair = _modeled_pair(document, files)
     if isinstance(pair, str):
         return pair
     ours, theirs = pair
     mine, other = ours["run"]["modeled_seconds"], theirs["run"]["modeled_seconds"]
     return Standing(
         today=_modeled_today(document, ours, theirs),
-        met=_at_most(mine, other),
-        short_by=mine / other,
-        peers=f"delta-rs {_times(mine / other, 'faster', 'slower')}",
-        where=_run_where(DELTA_RS_NO_SLOWER_FROM_FILES, ours, theirs),
+        met=_at_most(faster_by * mine, other),
+        short_by=faster_by * mine / other,
+        peers=f"ours {_times(other / mine, 'faster', 'slower')} than delta-rs",
+        where=_run_where(files, ours, theirs),
     )
+
+
+def delta_rs_no_slower(document: dict[str, Any]) -> Standing | str:
+    return _against_delta_rs(document, DELTA_RS_NO_SLOWER_FROM_FILES, 1.0)
 
 
 def delta_rs_faster(document: dict[str, Any]) -> Standing | str:
-    pair = _modeled_pair(document, DELTA_RS_FASTER_AT_FILES)
-    if isinstance(pair, str):
-        return pair
-    ours, theirs = pair
-    mine, other = ours["run"]["modeled_seconds"], theirs["run"]["modeled_seconds"]
-    return Standing(
-        today=_modeled_today(document, ours, theirs),
-        met=_at_most(DELTA_RS_FASTER_BY * mine, other),
-        short_by=DELTA_RS_FASTER_BY * mine / other,
-        peers=f"ours {_times(other / mine, 'faster', 'slower')} than delta-rs",
-        where=_run_where(DELTA_RS_FASTER_AT_FILES, ours, theirs),
-    )
+    return _against_delta_rs(document, DELTA_RS_FASTER_AT_FILES, DELTA_RS_FASTER_BY)
 
 
 _VACUUM_30K_100K = (
