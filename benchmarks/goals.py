@@ -1,6 +1,6 @@
 """The performance goals beside today's figures: each goal's figure read from the committed result
 that measures it, how far it is from the goal, its peers in the same run, and where its time goes
-(from Spark's event log, as the result recorded it).
+(as the result recorded it: Spark's event log, the process's timing, S3 request counts).
 
     .venv/bin/python -m benchmarks.goals                     # reads benchmarks/results/, writes its goals.md
     .venv/bin/python -m benchmarks.goals --results DIR       # reads DIR, writes DIR/goals.md
@@ -81,6 +81,8 @@ def _times(ratio: float, faster: str, slower: str) -> str:
 
 def one_table(document: dict[str, Any]) -> Standing | str:
     table = document["table"]
+    if "RETAIN 0 HOURS" not in document.get("retention", ""):
+        return "measured at another retention than every side's RETAIN 0 HOURS"
     if table["files"] != ONE_TABLE_FILES or document.get("bucket_objects"):
         return (
             f"measured on {table['files']:,} files in a bucket of "
@@ -101,6 +103,10 @@ def one_table(document: dict[str, Any]) -> Standing | str:
         f"Spark jobs of the step `{step['step']}`: {step['jobs']}, {step['seconds']:.2f} s"
         for step in round_.get("steps", [])
     ]
+    where += [
+        f"Spark jobs outside the table's, `{job['step']}`: {job['jobs']}, {job['seconds']:.2f} s"
+        for job in round_.get("other_jobs", [])
+    ]
     return _seconds_goal(
         f"{ours:.1f} s (median of {document['rounds']})", ours, ONE_TABLE_SECONDS, peers, where
     )
@@ -116,8 +122,10 @@ def _product_runs(document: dict[str, Any]) -> list[dict[str, Any]]:
 def _to_delta_rs(document: dict[str, Any]) -> str:
     """Ours against the delta-rs loop of the same fleet run (the peers' own run of ours), in words."""
     peers = document.get("peers") or {}
-    if "delta-rs" not in peers or "ours" not in peers:
+    if "delta-rs" not in peers:
         return "no delta-rs loop in this run"
+    if "ours" not in peers:
+        return "no run of ours beside the delta-rs loop"
     ours, theirs = peers["ours"]["seconds_per_table"], peers["delta-rs"]["seconds_per_table"]
     return f"{ours:.2f} against {theirs:.2f} s a table: ours {_times(theirs / ours, 'faster', 'slower')}"
 
@@ -163,7 +171,8 @@ def _command_side(result: dict[str, Any]) -> dict[str, Any] | None:
     from benchmarks.ingest_rate import FIRST, OURS
 
     layout = OURS if result.get("command_reads_once") else FIRST
-    return next((side for side in result["sides"] if side["layout"] == layout), None)
+    # a side whose key ranges fell back to the global sort says so in its layout
+    return next((side for side in result["sides"] if side["layout"].startswith(layout)), None)
 
 
 def ingest(document: dict[str, Any]) -> Standing | str:
@@ -209,9 +218,12 @@ def ingest(document: dict[str, Any]) -> Standing | str:
 def _modeled_pair(document: dict[str, Any], files: int) -> tuple[dict[str, Any], dict[str, Any]] | str:
     """(inventory mode with the batch delete, delta-rs) at ``files``, from a vacuum_at_scale
     result modeled at :data:`MODELED_LATENCY_MS`; or why there is none."""
-    latency = document["model"]["latency_ms"]
+    # the latency modeled, or added to every request (then the wall time holds it)
+    latency = document["model"]["latency_ms"] or document.get("latency_injected_ms", 0)
     if latency != MODELED_LATENCY_MS:
-        return f"modeled at {latency:g} ms a request, not {MODELED_LATENCY_MS:g}"
+        return f"at {latency:g} ms a request, not {MODELED_LATENCY_MS:g}"
+    if not str(document.get("listing", "")).startswith("indexed"):
+        return f"with the S3 server's listing {document.get('listing')!r}, not its indexed one"
     for size in document["sizes"]:
         if size["files"] == files:
             runs = {run["mode"]: run for run in size["runs"]}
@@ -318,9 +330,12 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _measured(goal: Goal, document: dict[str, Any]) -> Standing | str:
     try:
-        return goal.measure(document)
-    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
+        standing = goal.measure(document)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError) as error:
         return f"incomplete result ({type(error).__name__}: {error})"
+    if isinstance(standing, Standing) and not math.isfinite(standing.short_by):
+        return "incomplete result (a figure that is not a number)"
+    return standing
 
 
 def standings(results: Path) -> list[tuple[Goal, Standing | str, dict[str, Any] | None]]:
@@ -344,12 +359,14 @@ def _fleet_sizes(results: Path) -> Iterable[str]:
         try:
             unchanged = document.get("unchanged_tables")
             kind = f", {unchanged} of them with nothing to delete" if unchanged else ""
+            if document.get("conf"):
+                kind += f", with --conf {' '.join(map(str, document['conf']))}"
             commit = f" at {document['code']}" if document.get("code") else ""
             line = (
-                f"{document['tables']} tables of {document['files_per_table']:,} files{kind} "
+                f"{document['tables']} tables of {document.get('files_per_table') or 0:,} files{kind} "
                 f"(`{path.relative_to(results)}`{commit}): {_to_delta_rs(document)}"
             )
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as error:
             line = f"`{path.relative_to(results)}`: incomplete result ({type(error).__name__}: {error})"
         yield f"- {line}"
 
@@ -393,7 +410,8 @@ def markdown(results: Path) -> str:
     ]
     for goal, standing, document in rows:
         commit = f" at {document['code']}" if document and document.get("code") else ""
-        made_by = f"`{document['command'].strip()}`" if document and document.get("command") else "–"
+        command = document.get("command") if document else None
+        made_by = f"`{command.strip()}`" if isinstance(command, str) and command.strip() else "–"
         if isinstance(standing, str):
             lines.append(
                 f"| {goal.what}: {goal.goal} | – | not measured: {standing} | – | `{goal.result}`{commit} | "
