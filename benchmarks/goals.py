@@ -168,9 +168,11 @@ def fleet(document: dict[str, Any]) -> Standing | str:
 
 def _command_side(result: dict[str, Any]) -> dict[str, Any] | None:
     """The side the ingest command itself takes for the result's delivery."""
-    from benchmarks.ingest_rate import FIRST, OURS
+    from benchmarks.ingest_rate import command_layout
 
-    layout = OURS if result.get("command_reads_once") else FIRST
+    layout = command_layout(result)
+    if layout is None:
+        return None
     # a side whose key ranges fell back to the global sort says so in its layout
     return next((side for side in result["sides"] if side["layout"].startswith(layout)), None)
 

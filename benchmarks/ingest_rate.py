@@ -105,6 +105,15 @@ SIDES = (OURS, FIRST, PEER, SNAPPY)
 READ_ONCE = (OURS, SNAPPY)  # the sides that load a later delivery, with the bucket's counts
 
 
+def command_layout(result: dict[str, Any]) -> str | None:
+    """The side the ingest command itself takes for a result's delivery (a bucket's later one),
+    or None when the result does not say."""
+    reads_once = result.get("command_reads_once")
+    if reads_once is None:
+        return None
+    return OURS if reads_once else FIRST
+
+
 @contextmanager
 def _side(spark: Any, side: str, used: list[bool]) -> Iterator[None]:
     """The ingest as it is, read once whatever the delivery's size (``used`` gets whether it cut
@@ -424,8 +433,7 @@ def markdown(document: dict[str, Any]) -> str:
                 f"{x:.1f}" + (" (fell back to a global sort)" if "fell back" in layout else "")
                 for x, layout in zip(side.get("round_seconds", []), layouts, strict=True)
             )
-            takes = r.get("command_reads_once")
-            mark = " ◆" if takes is not None and side["layout"] == (OURS if takes else FIRST) else ""
+            mark = " ◆" if side["layout"] == command_layout(r) else ""
             data = f" ({r['data_bytes'] / 1e6:,.0f})" if "data_bytes" in r else ""
             lines.append(
                 f"| {r['format']} | {r['rows']:,} | {r['data_files']}{data} | {side['layout']}{mark} | "
