@@ -251,6 +251,95 @@ def test_cli_prints_the_policy(tmp_path: Path) -> None:
     assert json.loads(out.getvalue()) == restore_policy(load_registry(str(tables)), INVENTORY_TABLE)
 
 
+# Each S3 request the tests below make, and the IAM action AWS authorizes it by (the Service
+# Authorization Reference's Amazon S3 page): an API's name is not always its action's
+_ACTION_OF_REQUEST = {
+    "ListObjectsV2": "s3:ListBucket",
+    "ListObjectVersions": "s3:ListBucketVersions",
+    "GetBucketLifecycleConfiguration": "s3:GetLifecycleConfiguration",
+    "GetBucketVersioning": "s3:GetBucketVersioning",
+    "GetObject": "s3:GetObject",
+    "PutObject": "s3:PutObject",
+    "DeleteObject": "s3:DeleteObject",
+    "DeleteObject with a VersionId": "s3:DeleteObjectVersion",
+}
+
+
+def test_moto_authorizes_each_request_by_its_iam_action(moto_endpoint: str) -> None:
+    """The IAM tests judge the policies only if moto authorizes a request by the action AWS does:
+    a user allowed that one action on the bucket and its keys makes the request. (moto 5.2.6
+    authorized ListObjectsV2 as s3:ListObjectsV2, which is no IAM action, and denied every correct
+    policy: pyproject.toml keeps it out.)"""
+    import moto
+
+    setup = client("s3", moto_endpoint, "setup", "setup")
+    setup.create_bucket(Bucket="probe")
+    setup.put_bucket_versioning(Bucket="probe", VersioningConfiguration={"Status": "Enabled"})
+    setup.put_bucket_lifecycle_configuration(
+        Bucket="probe",
+        LifecycleConfiguration={
+            "Rules": [
+                {
+                    "ID": "expire",
+                    "Status": "Enabled",
+                    "Filter": {},
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
+                }
+            ]
+        },
+    )
+    version = setup.put_object(Bucket="probe", Key="a/old", Body=b"x")["VersionId"]
+    setup.put_object(Bucket="probe", Key="a/b", Body=b"x")
+    iam = client("iam", moto_endpoint, "setup", "setup")
+    users = {
+        request: client(
+            "s3",
+            moto_endpoint,
+            *user_with_policy(
+                iam,
+                f"probe-{index}",
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": action,
+                            "Resource": ["arn:aws:s3:::probe", "arn:aws:s3:::probe/*"],
+                        }
+                    ],
+                },
+            ),
+        )
+        for index, (request, action) in enumerate(_ACTION_OF_REQUEST.items())
+    }
+    requests = {
+        "ListObjectsV2": lambda s3: s3.list_objects_v2(Bucket="probe", Prefix="a/"),
+        "ListObjectVersions": lambda s3: s3.list_object_versions(Bucket="probe", Prefix="a/"),
+        "GetBucketLifecycleConfiguration": lambda s3: s3.get_bucket_lifecycle_configuration(Bucket="probe"),
+        "GetBucketVersioning": lambda s3: s3.get_bucket_versioning(Bucket="probe"),
+        "GetObject": lambda s3: s3.get_object(Bucket="probe", Key="a/b"),
+        "PutObject": lambda s3: s3.put_object(Bucket="probe", Key="a/c", Body=b"x"),
+        "DeleteObject": lambda s3: s3.delete_object(Bucket="probe", Key="a/c"),
+        "DeleteObject with a VersionId": lambda s3: s3.delete_object(
+            Bucket="probe", Key="a/old", VersionId=version
+        ),
+    }
+    assert requests.keys() == _ACTION_OF_REQUEST.keys()
+    enforce_iam(moto_endpoint, True)
+    try:
+        refused = [
+            f"{request} (allowed {_ACTION_OF_REQUEST[request]})"
+            for request, make in requests.items()
+            if denied(make, s3=users[request])
+        ]
+    finally:
+        enforce_iam(moto_endpoint, False)
+    assert not refused, (
+        f"moto {moto.__version__} does not authorize these requests by the IAM action AWS does, so "
+        f"the policy tests cannot judge a policy: {', '.join(refused)}"
+    )
+
+
 def test_vacuum_policy_under_moto_iam(moto_endpoint: str) -> None:
     """DeleteObject inside a registered table succeeds; beside it, above it, in the warehouse: denied.
 
