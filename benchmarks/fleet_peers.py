@@ -7,6 +7,11 @@ S3 server, in the same process:
   table's rows of the same inventory table (paths on ``s3a://``, as Delta qualifies the table),
   with none of our gates: the method this tool grew from (on ``inventory_tables`` of the tables
   only, when given, evenly spaced: at hundreds of tables it is the slowest side);
+* ``delta-inventory-sized``: the same statement per table, each on a session of its own sized as
+  our job sizes a table's (Delta's snapshot partitions, the shuffles from the table's objects,
+  adaptive execution and automatic broadcasts off for a plan of one wave, interpreted evaluation
+  for a small table: ``vacuum.tuning``), on the same tables: the trusted engine's own cost as our
+  job runs it, with none of our gates or checks; what ours spends beyond it is the tool's own work;
 * ``delta-rs``: delta-rs's ``vacuum(dry_run=True, full=True)`` per table: a listing of the table
   and its log, no JVM;
 * ``delta-listing``: Delta's listing ``VACUUM ... DRY RUN`` per table, on ``listing_tables`` of
@@ -33,6 +38,7 @@ log = logging.getLogger("benchmarks.fleet_peers")
 
 SIDES = {
     "delta-inventory": "Delta's `VACUUM ... USING INVENTORY` loop",
+    "delta-inventory-sized": "Delta's `VACUUM ... USING INVENTORY` loop, each table's session sized as ours",
     "delta-rs": "delta-rs `vacuum(full=True)` loop",
     "delta-listing": "Delta's listing `VACUUM` loop",
 }
@@ -81,18 +87,44 @@ def run_peers(
     """Each peer's loop over the tables (``roots``: name -> key of its root in ``bucket``):
     seconds, seconds a table and each table's candidates (relative paths)."""
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    spark.read.format("delta").load(inventory).createOrReplaceTempView("bench_inventory")
-    names = sorted(roots)
+    from core.paths import StorageLocation
+    from vacuum.tuning import adaptive_off_until_sized, interpret_small_plan, session_for, size_shuffles
 
-    def delta_inventory(name: str) -> list[str]:
-        root = roots[name]
-        statement = (
+    # a global view: a table's own session (the sized loop's) sees it too
+    spark.read.format("delta").load(inventory).createOrReplaceGlobalTempView("bench_inventory")
+    names = sorted(roots)
+    # each table's objects in the inventory, as our run's figures count them (not timed)
+    objects: dict[str, int] = {}
+    for depth in sorted({root.count("/") + 1 for root in roots.values()}):
+        objects |= {
+            row["root"]: int(row["objects"])
+            for row in spark.sql(
+                f"SELECT array_join(slice(split(key, '/'), 1, {depth}), '/') AS root, count(*) AS objects "
+                f"FROM global_temp.bench_inventory WHERE bucket = '{bucket}' "
+                f"AND size(split(key, '/')) > {depth} GROUP BY 1"
+            ).collect()
+        }
+
+    def inventory_statement(root: str) -> str:
+        return (
             f"VACUUM delta.`s3a://{bucket}/{root}` USING INVENTORY ("
             f"SELECT concat('s3a://', bucket, '/', key) AS path, length, isDir, modificationTime "
-            f"FROM bench_inventory WHERE bucket = '{bucket}' AND startswith(key, '{root}/')"
+            f"FROM global_temp.bench_inventory WHERE bucket = '{bucket}' AND startswith(key, '{root}/')"
             ") RETAIN 0 HOURS DRY RUN"
         )
-        return [r["path"] for r in spark.sql(statement).collect()]
+
+    def delta_inventory(name: str) -> list[str]:
+        return [r["path"] for r in spark.sql(inventory_statement(roots[name])).collect()]
+
+    def delta_inventory_sized(name: str) -> list[str]:
+        # as our job's run_one and its gates size a table's session, before Delta's dry run
+        root = roots[name]
+        session = session_for(spark, StorageLocation.parse(f"s3://{bucket}/{root}"), sized_by_user=False)
+        session.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        adaptive_off_until_sized(session)
+        interpret_small_plan(session, objects.get(root, 0))
+        size_shuffles(session, objects.get(root, 0))
+        return [r["path"] for r in session.sql(inventory_statement(root)).collect()]
 
     def delta_listing(name: str) -> list[str]:
         statement = f"VACUUM delta.`s3a://{bucket}/{roots[name]}` RETAIN 0 HOURS DRY RUN"
@@ -106,11 +138,10 @@ def run_peers(
         )
         return list(files)
 
+    inventory_names = names if inventory_tables is None else spread(names, inventory_tables)
     loops: dict[str, tuple[Callable[[str], list[str]], list[str]]] = {
-        "delta-inventory": (
-            delta_inventory,
-            names if inventory_tables is None else spread(names, inventory_tables),
-        ),
+        "delta-inventory": (delta_inventory, inventory_names),
+        "delta-inventory-sized": (delta_inventory_sized, inventory_names),
         "delta-rs": (delta_rs, names),
         "delta-listing": (delta_listing, spread(names, listing_tables)),
     }

@@ -162,8 +162,28 @@ def fleet(document: dict[str, Any]) -> Standing | str:
         f"{step['seconds_per_table']:.2f} s a table"
         for step in events.get("steps", [])
     ]
+    where += _beyond_delta(peers)
     today = f"{figure:.2f} s a table at --parallel {best['parallel']}"
     return _seconds_goal(today, figure, FLEET_SECONDS_PER_TABLE, against, where)
+
+
+def _beyond_delta(peers: dict[str, Any]) -> list[str]:
+    """What ours spends a table beyond Delta's own dry run, as its loop sized as ours measured it
+    beside the same run of ours: on every table of that run only, else the two figures alone."""
+    ours, delta = peers.get("ours"), peers.get("delta-inventory-sized")
+    if not ours or not delta:
+        return []
+    line = (
+        f"Delta's dry run alone, its session sized as ours: {delta['seconds_per_table']:.2f} s a table "
+        f"on {delta['tables']} of the {ours['tables']} tables"
+    )
+    if delta["tables"] == ours["tables"]:
+        line += (
+            f"; ours spends {ours['seconds_per_table'] - delta['seconds_per_table']:.2f} s a table "
+            "beyond it, the tool's own work (the snapshot, the gates, the check of Delta's answer, "
+            "the report)"
+        )
+    return [line]
 
 
 def _command_side(result: dict[str, Any]) -> dict[str, Any] | None:

@@ -430,8 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         "--peers",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="also time the same tables by Delta's inventory VACUUM loop, a delta-rs loop and "
-        "Delta's listing VACUUM loop (fleet_peers), on --parallel's first value of threads",
+        help="also time the same tables by Delta's inventory VACUUM loop (at Spark's defaults, and "
+        "with each table's session sized as ours), a delta-rs loop and Delta's listing VACUUM loop "
+        "(fleet_peers), on --parallel's first value of threads",
     )
     parser.add_argument(
         "--listing-tables",
@@ -443,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         "--inventory-loop-tables",
         type=int,
         default=None,
-        help="how many of the tables Delta's inventory VACUUM loop runs (default: all of them)",
+        help="how many of the tables Delta's inventory VACUUM loops run (default: all of them)",
     )
     parser.add_argument(
         "--compare-default",
