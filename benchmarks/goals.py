@@ -180,8 +180,9 @@ def _beyond_delta(peers: dict[str, Any]) -> list[str]:
     if delta["tables"] == ours["tables"]:
         line += (
             f"; ours spends {ours['seconds_per_table'] - delta['seconds_per_table']:.2f} s a table "
-            "beyond it, the tool's own work (the snapshot, the gates, the check of Delta's answer, "
-            "the report)"
+            "beyond it: the tool's gates and checks around Delta's dry run (the snapshot's files "
+            "read for them, the classification of the inventory's objects, the check of Delta's "
+            "answer) and its report"
         )
     return [line]
 
