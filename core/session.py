@@ -68,9 +68,9 @@ _FIRST_DELTA_WITH_SPARK_SUFFIX = (4, 1)
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 # The JVM's first compiler only (C1), not its optimising one (C2): a JVM that lives for one table's
-# vacuum (14 to 25 s on 2 cores from 3,000 to 100,000 files) spends more CPU compiling with C2, and
+# vacuum (15 to 25 s on 2 cores from 3,000 to 100,000 files) spends more CPU compiling with C2, and
 # running C1's profiling code meanwhile, than the optimised code gives back before it exits
-# (benchmarks/results/one_table.md and one-table-100k/: 1.39x and 1.29x slower with C2), while a
+# (benchmarks/results/one_table.md and one-table-100k/: 1.30x and 1.29x slower with C2), while a
 # run of many tables gets it back (docs/performance.md).
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 # 1: every local JVM the tool starts on the cached jars gets the C1-only option; 0: none does;
