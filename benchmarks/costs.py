@@ -14,7 +14,7 @@ of a run is its measured local wall time plus, for every group of requests that 
 the same way, ``ceil(requests / concurrency) * latency``: the round trips the engine waits for,
 given how many requests it really has in flight at once. :data:`DEFAULT_LATENCY_MS` = 20 ms is
 a typical in-region round trip for a small S3 request (a HEAD, a GET of a commit file, a LIST page
-of 1000 keys) and the figure issue 7 uses; AWS's performance guidelines plan for 100-200 ms
+of 1000 keys), the benchmarks' default; AWS's performance guidelines plan for 100-200 ms
 small-object latency, so pass ``--latency-ms 100`` for a pessimistic view (the network part scales
 linearly). Every request counts as one round trip of the same latency; a DeleteObjects of 1000
 keys takes longer than a HEAD on S3, which this understates for the engines that batch deletes.

@@ -10,8 +10,11 @@ S3 server, in the same process:
 * ``delta-inventory-sized``: the same statement per table, each on a session of its own sized as
   our job sizes a table's (Delta's snapshot partitions, the shuffles from the table's objects,
   adaptive execution and automatic broadcasts off for a plan of one wave, interpreted evaluation
-  for a small table: ``vacuum.tuning``), on the same tables: the trusted engine's own cost as our
-  job runs it, with none of our gates or checks; what ours spends beyond it is the tool's own work;
+  for a small table: ``vacuum.tuning``, as the job's own settings allow), on the same tables,
+  run first of the peers, right after ours: about what Delta's dry run, the engine our job
+  trusts, costs a table as our job sizes it, with none of our gates or checks. It is not a part of
+  our run: Delta here loads the snapshot itself and scans the inventory table for the table's
+  rows, where ours hands it a gated slice and a snapshot already loaded;
 * ``delta-rs``: delta-rs's ``vacuum(dry_run=True, full=True)`` per table: a listing of the table
   and its log, no JVM;
 * ``delta-listing``: Delta's listing ``VACUUM ... DRY RUN`` per table, on ``listing_tables`` of
@@ -88,7 +91,12 @@ def run_peers(
     seconds, seconds a table and each table's candidates (relative paths)."""
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     from core.paths import StorageLocation
+    from core.session import codegen_set_by_user
+    from core.tables import snapshot_sized_by_user
     from vacuum.tuning import adaptive_off_until_sized, interpret_small_plan, session_for, size_shuffles
+
+    # what the job's own settings leave to the tool, as vacuum.runner reads them
+    sized_by_user, codegen_by_user = snapshot_sized_by_user(spark), codegen_set_by_user(spark)
 
     # a global view: a table's own session (the sized loop's) sees it too
     spark.read.format("delta").load(inventory).createOrReplaceGlobalTempView("bench_inventory")
@@ -119,11 +127,14 @@ def run_peers(
     def delta_inventory_sized(name: str) -> list[str]:
         # as our job's run_one and its gates size a table's session, before Delta's dry run
         root = roots[name]
-        session = session_for(spark, StorageLocation.parse(f"s3://{bucket}/{root}"), sized_by_user=False)
+        location = StorageLocation.parse(f"s3://{bucket}/{root}")
+        session = session_for(spark, location, sized_by_user=sized_by_user)
         session.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        adaptive_off_until_sized(session)
-        interpret_small_plan(session, objects.get(root, 0))
-        size_shuffles(session, objects.get(root, 0))
+        if not sized_by_user:
+            adaptive_off_until_sized(session)
+        if not codegen_by_user:
+            interpret_small_plan(session, objects[root])
+        size_shuffles(session, objects[root])
         return [r["path"] for r in session.sql(inventory_statement(root)).collect()]
 
     def delta_listing(name: str) -> list[str]:
@@ -140,8 +151,9 @@ def run_peers(
 
     inventory_names = names if inventory_tables is None else spread(names, inventory_tables)
     loops: dict[str, tuple[Callable[[str], list[str]], list[str]]] = {
-        "delta-inventory": (delta_inventory, inventory_names),
+        # first: right after ours, on the JVM as ours left it
         "delta-inventory-sized": (delta_inventory_sized, inventory_names),
+        "delta-inventory": (delta_inventory, inventory_names),
         "delta-rs": (delta_rs, names),
         "delta-listing": (delta_listing, spread(names, listing_tables)),
     }

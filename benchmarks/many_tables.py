@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         "--peers",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="also time the same tables by Delta's inventory VACUUM loop (at Spark's defaults, and "
+        help="also time the same tables by Delta's inventory VACUUM loop (on the job's session, and "
         "with each table's session sized as ours), a delta-rs loop and Delta's listing VACUUM loop "
         "(fleet_peers), on --parallel's first value of threads",
     )

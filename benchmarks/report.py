@@ -188,7 +188,7 @@ def markdown(document: dict[str, Any]) -> str:
 
 
 def targets(size: dict[str, Any]) -> list[str]:
-    """Issue 7's targets for this size, as measured (a line each; modes not run are skipped)."""
+    """The targets against the peers for this size, as measured (a line each; modes not run are skipped)."""
     runs = {r["mode"]: r for r in size["runs"]}
     lines = []
     batch, rs, listing = runs.get("inventory-batch"), runs.get("delta-rs"), runs.get("list")

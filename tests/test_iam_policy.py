@@ -259,6 +259,7 @@ _ACTION_OF_REQUEST = {
     "GetBucketLifecycleConfiguration": "s3:GetLifecycleConfiguration",
     "GetBucketVersioning": "s3:GetBucketVersioning",
     "GetObject": "s3:GetObject",
+    "GetObject with a VersionId": "s3:GetObjectVersion",
     "PutObject": "s3:PutObject",
     "DeleteObject": "s3:DeleteObject",
     "DeleteObject with a VersionId": "s3:DeleteObjectVersion",
@@ -267,9 +268,10 @@ _ACTION_OF_REQUEST = {
 
 def test_moto_authorizes_each_request_by_its_iam_action(moto_endpoint: str) -> None:
     """The IAM tests judge the policies only if moto authorizes a request by the action AWS does:
-    a user allowed that one action on the bucket and its keys makes the request. (moto 5.2.6
-    authorized ListObjectsV2 as s3:ListObjectsV2, which is no IAM action, and denied every correct
-    policy: pyproject.toml keeps it out.)"""
+    a user allowed that one action on the bucket and its keys makes the request, and a user
+    allowed only a neighbouring action is denied it. (moto 5.2.6 authorized ListObjectsV2 as
+    s3:ListObjectsV2, which is no IAM action, and denied every correct policy: pyproject.toml
+    keeps it out.)"""
     import moto
 
     setup = client("s3", moto_endpoint, "setup", "setup")
@@ -288,29 +290,25 @@ def test_moto_authorizes_each_request_by_its_iam_action(moto_endpoint: str) -> N
             ]
         },
     )
-    version = setup.put_object(Bucket="probe", Key="a/old", Body=b"x")["VersionId"]
+    old = setup.put_object(Bucket="probe", Key="a/old", Body=b"x")["VersionId"]
+    kept = setup.put_object(Bucket="probe", Key="a/kept", Body=b"x")["VersionId"]
     setup.put_object(Bucket="probe", Key="a/b", Body=b"x")
     iam = client("iam", moto_endpoint, "setup", "setup")
-    users = {
-        request: client(
+
+    def user(name: str, action: str) -> Any:
+        statement = {
+            "Effect": "Allow",
+            "Action": action,
+            "Resource": ["arn:aws:s3:::probe", "arn:aws:s3:::probe/*"],
+        }
+        return client(
             "s3",
             moto_endpoint,
-            *user_with_policy(
-                iam,
-                f"probe-{index}",
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Action": action,
-                            "Resource": ["arn:aws:s3:::probe", "arn:aws:s3:::probe/*"],
-                        }
-                    ],
-                },
-            ),
+            *user_with_policy(iam, name, {"Version": "2012-10-17", "Statement": [statement]}),
         )
-        for index, (request, action) in enumerate(_ACTION_OF_REQUEST.items())
+
+    users = {
+        request: user(f"probe-{i}", action) for i, (request, action) in enumerate(_ACTION_OF_REQUEST.items())
     }
     requests = {
         "ListObjectsV2": lambda s3: s3.list_objects_v2(Bucket="probe", Prefix="a/"),
@@ -318,26 +316,45 @@ def test_moto_authorizes_each_request_by_its_iam_action(moto_endpoint: str) -> N
         "GetBucketLifecycleConfiguration": lambda s3: s3.get_bucket_lifecycle_configuration(Bucket="probe"),
         "GetBucketVersioning": lambda s3: s3.get_bucket_versioning(Bucket="probe"),
         "GetObject": lambda s3: s3.get_object(Bucket="probe", Key="a/b"),
+        "GetObject with a VersionId": lambda s3: s3.get_object(Bucket="probe", Key="a/kept", VersionId=kept),
         "PutObject": lambda s3: s3.put_object(Bucket="probe", Key="a/c", Body=b"x"),
         "DeleteObject": lambda s3: s3.delete_object(Bucket="probe", Key="a/c"),
         "DeleteObject with a VersionId": lambda s3: s3.delete_object(
-            Bucket="probe", Key="a/old", VersionId=version
+            Bucket="probe", Key="a/old", VersionId=old
         ),
     }
     assert requests.keys() == _ACTION_OF_REQUEST.keys()
+    # a neighbouring action does not stand in for the one AWS checks
+    neighbours = [
+        ("ListObjectsV2", "ListObjectVersions"),
+        ("ListObjectVersions", "ListObjectsV2"),
+        ("GetObject with a VersionId", "GetObject"),
+        ("DeleteObject with a VersionId", "DeleteObject"),
+    ]
     enforce_iam(moto_endpoint, True)
     try:
-        refused = [
-            f"{request} (allowed {_ACTION_OF_REQUEST[request]})"
-            for request, make in requests.items()
-            if denied(make, s3=users[request])
+        with pytest.raises(ClientError):  # enforced: keys of no IAM user are refused
+            setup.list_buckets()
+        failed = []
+        for request, make in requests.items():
+            try:
+                make(users[request])
+            except ClientError as error:
+                failed.append(
+                    f"{request} allowed {_ACTION_OF_REQUEST[request]}: {error.response['Error']['Code']}"
+                )
+        over_granted = [
+            f"{request} by a user allowed only {_ACTION_OF_REQUEST[other]}"
+            for request, other in neighbours
+            if not denied(requests[request], s3=users[other])
         ]
     finally:
         enforce_iam(moto_endpoint, False)
-    assert not refused, (
+    assert not failed, (
         f"moto {moto.__version__} does not authorize these requests by the IAM action AWS does, so "
-        f"the policy tests cannot judge a policy: {', '.join(refused)}"
+        f"the policy tests cannot judge a policy: {'; '.join(failed)}"
     )
+    assert not over_granted, f"moto {moto.__version__} authorizes {'; '.join(over_granted)}"
 
 
 def test_vacuum_policy_under_moto_iam(moto_endpoint: str) -> None:
