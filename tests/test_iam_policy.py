@@ -33,6 +33,7 @@ from tests.support.iam import (
     denied,
     enforce_iam,
     user_with_policy,
+    versioned_bucket_expiring_noncurrent,
 )
 
 pytestmark = pytest.mark.spark_independent
@@ -275,21 +276,7 @@ def test_moto_authorizes_each_request_by_its_iam_action(moto_endpoint: str) -> N
     import moto
 
     setup = client("s3", moto_endpoint, "setup", "setup")
-    setup.create_bucket(Bucket="probe")
-    setup.put_bucket_versioning(Bucket="probe", VersioningConfiguration={"Status": "Enabled"})
-    setup.put_bucket_lifecycle_configuration(
-        Bucket="probe",
-        LifecycleConfiguration={
-            "Rules": [
-                {
-                    "ID": "expire",
-                    "Status": "Enabled",
-                    "Filter": {},
-                    "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
-                }
-            ]
-        },
-    )
+    versioned_bucket_expiring_noncurrent(setup, "probe", 1)
     old = setup.put_object(Bucket="probe", Key="a/old", Body=b"x")["VersionId"]
     kept = setup.put_object(Bucket="probe", Key="a/kept", Body=b"x")["VersionId"]
     setup.put_object(Bucket="probe", Key="a/b", Body=b"x")
@@ -467,22 +454,10 @@ tables:
     )
     inventory_table = "s3://vmeta/warehouse/inventory"
     setup = client("s3", moto_endpoint, "setup", "setup")
-    for bucket in ("vlake", "vlake2", "vmeta"):
+    versioned_bucket_expiring_noncurrent(setup, "vlake", 30)
+    for bucket in ("vlake2", "vmeta"):
         setup.create_bucket(Bucket=bucket)
         setup.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    setup.put_bucket_lifecycle_configuration(
-        Bucket="vlake",
-        LifecycleConfiguration={
-            "Rules": [
-                {
-                    "ID": "expire-noncurrent-versions",
-                    "Status": "Enabled",
-                    "Filter": {},
-                    "NoncurrentVersionExpiration": {"NoncurrentDays": 30},
-                }
-            ]
-        },
-    )
     # each object is written, then deleted: a delete marker over the version with the bytes
     deleted = {
         ("vlake", "warehouse/events/day=1/part-0.parquet"): "inside",

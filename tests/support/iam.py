@@ -113,3 +113,17 @@ def denied(call: Any, **kwargs: Any) -> bool:
     except ClientError as error:
         return error.response["Error"]["Code"] in ("AccessDenied", "403")
     return False
+
+
+def versioned_bucket_expiring_noncurrent(s3: Any, bucket: str, days: int) -> None:
+    """Create ``bucket`` versioned, with a lifecycle rule that expires noncurrent versions after
+    ``days``: what the restore reads first."""
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    rule = {
+        "ID": "expire-noncurrent-versions",
+        "Status": "Enabled",
+        "Filter": {},
+        "NoncurrentVersionExpiration": {"NoncurrentDays": days},
+    }
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [rule]})
