@@ -20,6 +20,7 @@ and two PNG plots; the Markdown table is printed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -488,13 +489,24 @@ def code_version() -> str:
     return (head or "unknown") + (" with uncommitted changes" if dirty else "")
 
 
+@functools.cache
+def code_at_start() -> str:
+    """:func:`code_version` as the process first read it, when this module was imported: the code
+    that ran, not the commit the repository is at when the result is written (a commit made while
+    a benchmark runs is not its code, and the result files it writes are not uncommitted code)."""
+    return code_version()
+
+
+code_at_start()
+
+
 def run_header(benchmark: str, started_at: datetime, before: dict[str, Any]) -> dict[str, Any]:
-    """The first keys of every benchmark's result document: what ran, at which commit, when, on
-    what machine."""
+    """The first keys of every benchmark's result document: what ran, at which commit (as the
+    process started), when, on what machine."""
     return {
         "benchmark": benchmark,
         "command": f"python -m benchmarks.{benchmark} " + " ".join(sys.argv[1:]),
-        "code": code_version(),
+        "code": code_at_start(),
         "started_at": started_at.isoformat(),
         "machine_before": before,
         "machine_after": machine(),
