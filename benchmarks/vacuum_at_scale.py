@@ -480,12 +480,18 @@ def machine() -> dict[str, Any]:
 def code_version() -> str:
     """The commit the benchmark ran, and whether tracked files differed from it."""
     repository = Path(__file__).resolve().parent.parent
-    head, dirty = (
-        subprocess.run(
-            ["git", "-C", str(repository), *arguments], capture_output=True, text=True
-        ).stdout.strip()
-        for arguments in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"])
-    )
+    try:
+        head, dirty = (
+            subprocess.run(
+                ["git", "-C", str(repository), *arguments], capture_output=True, text=True
+            ).stdout.strip()
+            for arguments in (
+                ["rev-parse", "--short", "HEAD"],
+                ["status", "--porcelain", "--untracked-files=no"],
+            )
+        )
+    except OSError:  # no git on the machine
+        return "unknown"
     return (head or "unknown") + (" with uncommitted changes" if dirty else "")
 
 
