@@ -475,7 +475,7 @@ def test_every_result_names_the_commit_it_ran_at_and_the_fleets_markdown_shows_i
     from pathlib import Path
 
     from benchmarks.many_tables import markdown as fleet_markdown
-    from benchmarks.vacuum_at_scale import code_at_start, machine, run_header
+    from benchmarks.vacuum_at_scale import CODE_AT_START, machine, run_header
 
     repository = Path(__file__).resolve().parent.parent
     head = subprocess.run(
@@ -485,7 +485,7 @@ def test_every_result_names_the_commit_it_ran_at_and_the_fleets_markdown_shows_i
         check=True,
     ).stdout.strip()
     header = run_header("many_tables", datetime(2026, 12, 3, tzinfo=timezone.utc), machine())
-    assert header["code"] == code_at_start() and header["code"].split(" ")[0] == head, header["code"]
+    assert header["code"] == CODE_AT_START and header["code"].split(" ")[0] == head, header["code"]
     assert header["code"] in (head, f"{head} with uncommitted changes")
     # the fleet's committed result, as if it had run at abc1234
     document = json.loads(

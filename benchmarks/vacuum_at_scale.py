@@ -20,7 +20,6 @@ and two PNG plots; the Markdown table is printed.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
 import os
@@ -495,15 +494,10 @@ def code_version() -> str:
     return (head or "unknown") + (" with uncommitted changes" if dirty else "")
 
 
-@functools.cache
-def code_at_start() -> str:
-    """:func:`code_version` as the process first read it, when this module was imported: the code
-    that ran, not the commit the repository is at when the result is written (a commit made while
-    a benchmark runs is not its code, and the result files it writes are not uncommitted code)."""
-    return code_version()
-
-
-code_at_start()
+# code_version() as the process started (this module is imported first): the code that ran, not
+# the commit the repository is at when the result is written (a commit made while a benchmark runs
+# is not its code, and the result files it writes are not uncommitted code)
+CODE_AT_START = code_version()
 
 
 def run_header(benchmark: str, started_at: datetime, before: dict[str, Any]) -> dict[str, Any]:
@@ -512,7 +506,7 @@ def run_header(benchmark: str, started_at: datetime, before: dict[str, Any]) -> 
     return {
         "benchmark": benchmark,
         "command": f"python -m benchmarks.{benchmark} " + " ".join(sys.argv[1:]),
-        "code": code_at_start(),
+        "code": CODE_AT_START,
         "started_at": started_at.isoformat(),
         "machine_before": before,
         "machine_after": machine(),

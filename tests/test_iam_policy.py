@@ -252,21 +252,6 @@ def test_cli_prints_the_policy(tmp_path: Path) -> None:
     assert json.loads(out.getvalue()) == restore_policy(load_registry(str(tables)), INVENTORY_TABLE)
 
 
-# Each S3 request the tests below make, and the IAM action AWS authorizes it by (the Service
-# Authorization Reference's Amazon S3 page): an API's name is not always its action's
-_ACTION_OF_REQUEST = {
-    "ListObjectsV2": "s3:ListBucket",
-    "ListObjectVersions": "s3:ListBucketVersions",
-    "GetBucketLifecycleConfiguration": "s3:GetLifecycleConfiguration",
-    "GetBucketVersioning": "s3:GetBucketVersioning",
-    "GetObject": "s3:GetObject",
-    "GetObject with a VersionId": "s3:GetObjectVersion",
-    "PutObject": "s3:PutObject",
-    "DeleteObject": "s3:DeleteObject",
-    "DeleteObject with a VersionId": "s3:DeleteObjectVersion",
-}
-
-
 def test_moto_authorizes_each_request_by_its_iam_action(moto_endpoint: str) -> None:
     """The IAM tests judge the policies only if moto authorizes a request by the action AWS does:
     a user allowed that one action on the bucket and its keys makes the request, and a user
@@ -294,23 +279,35 @@ def test_moto_authorizes_each_request_by_its_iam_action(moto_endpoint: str) -> N
             *user_with_policy(iam, name, {"Version": "2012-10-17", "Statement": [statement]}),
         )
 
-    users = {
-        request: user(f"probe-{i}", action) for i, (request, action) in enumerate(_ACTION_OF_REQUEST.items())
-    }
-    requests = {
-        "ListObjectsV2": lambda s3: s3.list_objects_v2(Bucket="probe", Prefix="a/"),
-        "ListObjectVersions": lambda s3: s3.list_object_versions(Bucket="probe", Prefix="a/"),
-        "GetBucketLifecycleConfiguration": lambda s3: s3.get_bucket_lifecycle_configuration(Bucket="probe"),
-        "GetBucketVersioning": lambda s3: s3.get_bucket_versioning(Bucket="probe"),
-        "GetObject": lambda s3: s3.get_object(Bucket="probe", Key="a/b"),
-        "GetObject with a VersionId": lambda s3: s3.get_object(Bucket="probe", Key="a/kept", VersionId=kept),
-        "PutObject": lambda s3: s3.put_object(Bucket="probe", Key="a/c", Body=b"x"),
-        "DeleteObject": lambda s3: s3.delete_object(Bucket="probe", Key="a/c"),
-        "DeleteObject with a VersionId": lambda s3: s3.delete_object(
-            Bucket="probe", Key="a/old", VersionId=old
+    # each S3 request the tests below make: the IAM action AWS authorizes it by (the Service
+    # Authorization Reference's Amazon S3 page; an API's name is not always its action's), and the call
+    requests: dict[str, tuple[str, Any]] = {
+        "ListObjectsV2": ("s3:ListBucket", lambda s3: s3.list_objects_v2(Bucket="probe", Prefix="a/")),
+        "ListObjectVersions": (
+            "s3:ListBucketVersions",
+            lambda s3: s3.list_object_versions(Bucket="probe", Prefix="a/"),
+        ),
+        "GetBucketLifecycleConfiguration": (
+            "s3:GetLifecycleConfiguration",
+            lambda s3: s3.get_bucket_lifecycle_configuration(Bucket="probe"),
+        ),
+        "GetBucketVersioning": (
+            "s3:GetBucketVersioning",
+            lambda s3: s3.get_bucket_versioning(Bucket="probe"),
+        ),
+        "GetObject": ("s3:GetObject", lambda s3: s3.get_object(Bucket="probe", Key="a/b")),
+        "GetObject with a VersionId": (
+            "s3:GetObjectVersion",
+            lambda s3: s3.get_object(Bucket="probe", Key="a/kept", VersionId=kept),
+        ),
+        "PutObject": ("s3:PutObject", lambda s3: s3.put_object(Bucket="probe", Key="a/c", Body=b"x")),
+        "DeleteObject": ("s3:DeleteObject", lambda s3: s3.delete_object(Bucket="probe", Key="a/c")),
+        "DeleteObject with a VersionId": (
+            "s3:DeleteObjectVersion",
+            lambda s3: s3.delete_object(Bucket="probe", Key="a/old", VersionId=old),
         ),
     }
-    assert requests.keys() == _ACTION_OF_REQUEST.keys()
+    users = {request: user(f"probe-{i}", action) for i, (request, (action, _)) in enumerate(requests.items())}
     # a neighbouring action does not stand in for the one AWS checks
     neighbours = [
         ("ListObjectsV2", "ListObjectVersions"),
@@ -323,17 +320,15 @@ def test_moto_authorizes_each_request_by_its_iam_action(moto_endpoint: str) -> N
         with pytest.raises(ClientError):  # enforced: keys of no IAM user are refused
             setup.list_buckets()
         failed = []
-        for request, make in requests.items():
+        for request, (action, make) in requests.items():
             try:
                 make(users[request])
             except ClientError as error:
-                failed.append(
-                    f"{request} allowed {_ACTION_OF_REQUEST[request]}: {error.response['Error']['Code']}"
-                )
+                failed.append(f"{request} allowed {action}: {error.response['Error']['Code']}")
         over_granted = [
-            f"{request} by a user allowed only {_ACTION_OF_REQUEST[other]}"
+            f"{request} by a user allowed only {requests[other][0]}"
             for request, other in neighbours
-            if not denied(requests[request], s3=users[other])
+            if not denied(requests[request][1], s3=users[other])
         ]
     finally:
         enforce_iam(moto_endpoint, False)
