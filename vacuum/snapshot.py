@@ -32,8 +32,8 @@ from vacuum.protocol import COORDINATED_COMMITS_PROPERTY, check_vacuumable
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # about 13 MB of inventory rows per shuffle partition: a partition per 250k objects (AQE's 64 MB
-# advisory size) ran a 100k-object table's joins in one task, on one of 2 cores (alone, 12.45 s
-# against 12.69 s; with the snapshot's sizing below, 10.80 s: benchmarks/results/plan_sizing.md)
+# advisory size) ran a 100k-object table's joins in one task, on one of 2 cores (alone, 8.48 s
+# against 9.42 s; with the snapshot's sizing below, 8.46 s: benchmarks/results/plan_sizing.md)
 _OBJECTS_PER_SHUFFLE_PARTITION = 50_000
 
 
