@@ -326,7 +326,7 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
     the same. A bigger table's inputs keep their partitions."""
     from pyspark.sql import functions as F
 
-    from vacuum.tuning import in_one_partition, size_shuffles, unsize_shuffles
+    from vacuum.tuning import cached_in_one_partition, in_one_partition, size_shuffles, unsize_shuffles
 
     session = spark.newSession()
     configured = session.conf.get("spark.sql.maxSinglePartitionBytes")
@@ -352,6 +352,11 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
     assert "Exchange" not in single._jdf.queryExecution().executedPlan().toString()
     assert "Exchange" in joined(False)._jdf.queryExecution().executedPlan().toString()
     assert sorted(single.collect()) == sorted(joined(False).collect())
+    # a frame the table reads several times: in one partition and cached, the same rows
+    cached = cached_in_one_partition(session, left)
+    assert cached.storageLevel.useMemory and cached.rdd.getNumPartitions() == 1
+    assert sorted(cached.collect()) == sorted(left.collect())
+    cached.unpersist()
     unsize_shuffles(session)  # the delete's own settings
     assert session.conf.get("spark.sql.maxSinglePartitionBytes") == configured
     # the existence checks after a delete make their requests over the session's own partitions
@@ -370,6 +375,7 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
     size_shuffles(bigger, 50_001)  # two partitions: each input as it is
     frame = bigger.range(0, 10, numPartitions=3)
     assert in_one_partition(bigger, frame) is frame
+    assert cached_in_one_partition(bigger, frame) is frame  # a big table's rows are not held twice
     # one shuffle partition by the job's own setting: a big table's inputs keep their partitions
     # too, and so do those of a session never sized (list and lite modes)
     own = spark.newSession()

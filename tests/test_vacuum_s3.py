@@ -60,7 +60,30 @@ def lake(spark, s3, bucket_factory, tmp_path):
 
 
 @pytest.mark.slow
-def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake):
+def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake, monkeypatch):
+    from pyspark import StorageLevel
+
+    import vacuum.inventory_slice
+    import vacuum.runner
+
+    # a small table's snapshot files are cached for its gates and its check of Delta's answer, and
+    # let go with the table: nothing of a run is left in Spark's cache
+    cached_reads = []
+
+    def spied(module, name):
+        original = getattr(module, name)
+
+        def read(*args, **kwargs):
+            files = args[2] if name == "slice_counts" else args[1]
+            cached_reads.append(files.storageLevel != StorageLevel.NONE)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, read)
+
+    spied(vacuum.inventory_slice, "slice_counts")
+    spied(vacuum.runner, "check_plan")
+    spark.catalog.clearCache()
+    cache = spark._jsparkSession.sharedState().cacheManager()
     # registered as s3:// while Spark wrote it as s3a://; the inventory holds s3:// paths
     registry = registry_file(lake["tmp"], {"events": f"s3://{lake['bucket']}/events"})
     before = keys_of(s3, lake["bucket"])
@@ -88,6 +111,8 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
     assert set(HIDDEN_AND_NEIGHBOURS) <= after
     assert result["tables"][0]["delete_with"] == "batch"  # the default on S3: it counts per key
     assert result["tables"][0]["deleted_files"] == result["tables"][0]["planned_files"] == len(expected)
+    assert cached_reads == [True] * 4  # the counts and the check, in the dry run and the real one
+    assert cache.isEmpty()
     assert rows_at(spark, lake["uri"]) == rows_before
 
 

@@ -250,8 +250,9 @@ def vacuum_table(
         inventory_version=context.inventory_version,
     )
     spark.sparkContext.setJobGroup(f"vacuum {table.name}", f"inventory-vacuum: {table.name}")
+    ctx = TableContext(spark, table, options, context, run)
     try:
-        _vacuum(TableContext(spark, table, options, context, run))
+        _vacuum(ctx)
         run.status = Status.OK
     except VacuumRefused as refusal:
         run.status, run.reason = Status.REFUSED, str(refusal)
@@ -263,6 +264,8 @@ def vacuum_table(
     finally:
         # a table that stopped before reading its rows no longer keeps its group's cache
         context.release_rows(table.location)
+        if ctx.live_files is not None:
+            ctx.live_files.unpersist()  # cached by the inventory slice's gates; else a no-op
     if run.status != Status.OK and not run.dry_run and run.deleted_files:
         run.reason = f"{run.reason} ({run.deleted_files} file(s) deleted, {run.remaining_files} remain)"
     run.seconds = round(time.monotonic() - started, 3)

@@ -183,6 +183,16 @@ def in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
     return frame
 
 
+def cached_in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
+    """:func:`in_one_partition`'s ``frame``, persisted when that is one partition (a small table;
+    the caller unpersists it): a frame several of the table's queries read is then computed once
+    and read as rows. A bigger table's is left uncached, as it is: cached, its rows would take
+    memory in proportion to the table, beside what Delta and the slice already hold."""
+    if spark.conf.get(_ONE_PARTITION_PLAN, None) == "true":
+        return frame.coalesce(1).persist()
+    return frame
+
+
 def unsize_shuffles(spark: SparkSession) -> None:
     """Before deleting: the session's own shuffle and adaptive settings again. Delta's parallel
     delete takes its task count from it (unless
