@@ -148,8 +148,8 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
             # the snapshot's files, read three times by the counts below and again by the check
             # of Delta's answer: a small table's are cached at their first read, so the later
             # queries scan rows rather than plan and evaluate the projection of Delta's state
-            # again (released with the table, in vacuum.runner.vacuum_table). A fixed version's
-            # files: the same rows either way. Measured with benchmarks/many_tables.py (24 tables
+            # again (released after that check, or with a table that stops before it: see
+            # vacuum.runner). A fixed version's files: the same rows either way. Measured with benchmarks/many_tables.py (24 tables
             # of 1,000 files, --parallel 4, --no-peers), three runs each in turn: 2.45-2.46 s a
             # table without the cache, 2.30-2.40 with it
             ctx.live_files = cached_in_one_partition(spark, ctx.live_files)

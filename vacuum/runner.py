@@ -262,15 +262,27 @@ def vacuum_table(
         run.reason = spark_error_summary(error)
         log.exception("vacuum of %s failed", table.name)
     finally:
-        # a table that stopped before reading its rows no longer keeps its group's cache
-        context.release_rows(table.location)
-        if ctx.live_files is not None:
-            ctx.live_files.unpersist()  # cached by the inventory slice's gates; else a no-op
+        # a table that stopped before reading its rows no longer keeps its group's cache, nor its
+        # cached snapshot files; neither release may end the run, whose other tables go on
+        _logged_on_failure(
+            f"release of the cached rows of {table.name}",
+            partial(context.release_rows, table.location),
+        )
+        _logged_on_failure(
+            f"release of the cached snapshot files of {table.name}", partial(_release_live_files, ctx)
+        )
     if run.status != Status.OK and not run.dry_run and run.deleted_files:
         run.reason = f"{run.reason} ({run.deleted_files} file(s) deleted, {run.remaining_files} remain)"
     run.seconds = round(time.monotonic() - started, 3)
     log.info("vacuum %s: %s %s", table.name, run.status, run.reason or "")
     return run
+
+
+def _release_live_files(ctx: TableContext) -> None:
+    """Let go of the snapshot files the inventory slice's gates cached (a small table's:
+    :func:`~vacuum.tuning.cached_in_one_partition`); for frames never cached, a no-op."""
+    if ctx.live_files is not None:
+        ctx.live_files.unpersist()
 
 
 def _retention(ctx: TableContext) -> float | None:
@@ -355,6 +367,7 @@ def _vacuum(ctx: TableContext) -> None:
         check = check_plan(
             details, ctx.live_files, state, int(time.time() * 1000) - retention_millis, slice_frame
         )
+        _release_live_files(ctx)  # their last read: the deletes have the memory
         if check.suspicious:
             example = check.suspicious_examples[0] if check.suspicious_examples else "(a path of null)"
             raise VacuumRefused(

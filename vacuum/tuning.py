@@ -184,10 +184,13 @@ def in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
 
 
 def cached_in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
-    """:func:`in_one_partition`'s ``frame``, persisted when that is one partition (a small table;
-    the caller unpersists it): a frame several of the table's queries read is then computed once
-    and read as rows. A bigger table's is left uncached, as it is: cached, its rows would take
-    memory in proportion to the table, beside what Delta and the slice already hold."""
+    """:func:`in_one_partition`'s ``frame``, persisted when that is one partition (the caller
+    unpersists it): a frame several of the table's queries read is then computed once and read as
+    rows. The plan is one partition when the inventory holds few objects under the table
+    (:func:`size_shuffles`); the frame's own rows may be more (a log of many tombstones, a shallow
+    clone's files outside the table), and they are cached in memory and on disk as Spark's
+    default keeps a DataFrame. Any other plan's frame is left as it is, uncached: a table of many
+    objects would hold its rows twice, beside what Delta and the slice already hold."""
     if spark.conf.get(_ONE_PARTITION_PLAN, None) == "true":
         return frame.coalesce(1).persist()
     return frame
