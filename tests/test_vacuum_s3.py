@@ -67,7 +67,7 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
     import vacuum.runner
 
     # a small table's snapshot files are cached for its gates and its check of Delta's answer, and
-    # let go with the table: nothing of a run is left in Spark's cache
+    # let go after that check: nothing of a run is left in Spark's cache
     cached_reads = []
 
     def spied(module, name):

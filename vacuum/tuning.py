@@ -191,9 +191,8 @@ def cached_in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
     clone's files outside the table), and they are cached in memory and on disk as Spark's
     default keeps a DataFrame. Any other plan's frame is left as it is, uncached: a table of many
     objects would hold its rows twice, beside what Delta and the slice already hold."""
-    if spark.conf.get(_ONE_PARTITION_PLAN, None) == "true":
-        return frame.coalesce(1).persist()
-    return frame
+    placed = in_one_partition(spark, frame)
+    return frame if placed is frame else placed.persist()
 
 
 def unsize_shuffles(spark: SparkSession) -> None:
