@@ -264,19 +264,23 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     from vacuum.tuning import adaptive_off_until_sized, size_shuffles, unsize_shuffles
 
     broadcast = "spark.sql.autoBroadcastJoinThreshold"
+    constraints = "spark.sql.constraintPropagation.enabled"
     session = spark.newSession()
     session.conf.set("spark.sql.shuffle.partitions", "200")
     session.conf.set(broadcast, "20MB")  # the user's own
     size_shuffles(session, 1_000)
-    # the plan: one partition, and no adaptive execution (a Spark job per query stage) and no
-    # automatic broadcast (a Spark job per broadcast)
+    # the plan: one partition, and no adaptive execution (a Spark job per query stage), no
+    # automatic broadcast (a Spark job per broadcast) and no constraint propagation (the
+    # optimiser's derivation of each operator's predicates)
     assert session.conf.get("spark.sql.shuffle.partitions") == "1"
     assert session.conf.get("spark.sql.adaptive.enabled") == "false"
     assert session.conf.get(broadcast) == "-1"
+    assert session.conf.get(constraints) == "false"
     unsize_shuffles(session)
     assert session.conf.get("spark.sql.shuffle.partitions") == "200"  # the delete
     assert session.conf.get("spark.sql.adaptive.enabled") == "true"
     assert session.conf.get(broadcast) == "20MB"
+    assert session.conf.get(constraints) == "true"
     # a table of more than one partition gets adaptive execution and broadcasts back, which its
     # snapshot and inventory figures ran without
     big = spark.newSession()
@@ -284,11 +288,13 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     default_broadcast = big.conf.get(broadcast)
     adaptive_off_until_sized(big)
     assert big.conf.get("spark.sql.adaptive.enabled") == "false" and big.conf.get(broadcast) == "-1"
+    assert big.conf.get(constraints) == "false"
     cores = spark.sparkContext.defaultParallelism
     size_shuffles(big, 50_000 * (cores + 1))  # a partition per 50k objects: more than one wave
     assert big.conf.get("spark.sql.shuffle.partitions") == str(cores + 1)
     assert big.conf.get("spark.sql.adaptive.enabled") == "true"
     assert big.conf.get(broadcast) == default_broadcast != "-1"
+    assert big.conf.get(constraints) == "true"
     # one wave of tasks (no more partitions than cores) has nothing for adaptive execution to coalesce
     wave = spark.newSession()
     wave.conf.set("spark.sql.shuffle.partitions", "200")

@@ -20,10 +20,16 @@ from vacuum.snapshot import SHUFFLE_PARTITIONS, shuffle_partitions
 _CONFIGURED_SHUFFLES = "inventory-vacuum.configuredShufflePartitions"
 _CONFIGURED_ADAPTIVE = "inventory-vacuum.configuredAdaptive"
 _CONFIGURED_BROADCAST = "inventory-vacuum.configuredBroadcast"
+_CONFIGURED_CONSTRAINTS = "inventory-vacuum.configuredConstraintPropagation"
 _ADAPTIVE = "spark.sql.adaptive.enabled"
 _BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
+CONSTRAINT_PROPAGATION = "spark.sql.constraintPropagation.enabled"
 # what a plan of one wave of tasks runs without, and what a bigger one gets back
-_ONE_WAVE = ((_ADAPTIVE, _CONFIGURED_ADAPTIVE, "false"), (_BROADCAST, _CONFIGURED_BROADCAST, "-1"))
+_ONE_WAVE = (
+    (_ADAPTIVE, _CONFIGURED_ADAPTIVE, "false"),
+    (_BROADCAST, _CONFIGURED_BROADCAST, "-1"),
+    (CONSTRAINT_PROPAGATION, _CONFIGURED_CONSTRAINTS, "false"),
+)
 # how big Spark lets a join's input of one partition be before it shuffles it into the session's
 # partitions anyway: an input of unknown size (rows of an RDD, as Delta's files are) counts as very
 # big. A plan of one partition keeps its inputs in one (in_one_partition)
@@ -100,14 +106,25 @@ def session_for(spark: SparkSession, location: StorageLocation, *, sized_by_user
 def adaptive_off_until_sized(spark: SparkSession) -> None:
     """This session is this table's: its first queries (Delta's snapshot, the inventory figures)
     run without adaptive execution, which would make each of their query stages a Spark job of
-    its own, and without automatic broadcast joins, each of whose broadcasts is a Spark job of its
-    own too; :func:`size_shuffles` turns both back on for a plan of more partitions than the
-    cluster's parallelism. The session's own settings are kept for :func:`unsize_shuffles` (once:
-    a second call keeps them).
+    its own, without automatic broadcast joins, each of whose broadcasts is a Spark job of its
+    own too, and without the optimiser's constraint propagation; :func:`size_shuffles` turns all
+    three back on for a plan of more partitions than the cluster's parallelism. The session's own
+    settings are kept for :func:`unsize_shuffles` (once: a second call keeps them).
 
     A join's strategy changes how Spark computes it, never its rows. Measured on 30 tables of
     1,000 files at ``--parallel 4`` (``benchmarks/many_tables.py``, one run each): 2.63 s a table
-    and 15 Spark jobs without automatic broadcasts, 3.09 s and 18 jobs with them."""
+    and 15 Spark jobs without automatic broadcasts, 3.09 s and 18 jobs with them.
+
+    Constraint propagation derives, for every operator of a plan, the predicates its rows are
+    known to satisfy, so that the optimiser can add filters (``isnotnull`` on a join's keys, a
+    join's condition copied to its other side) and drop ones already implied. Spark's own
+    description of the setting warns that the derivation can be expensive for plans with many
+    predicates and aliases, and a table's plans have many (the classification's reasons, the
+    check's and the counts' conditions, Delta's snapshot), for a few thousand rows that an added
+    filter saves nothing on. Without it the optimiser keeps the filters the query states, the
+    rows are the same. Measured with ``benchmarks/many_tables.py`` (24 tables of 1,000 files,
+    ``--parallel 4``, ``--no-peers``, two runs of each in turn): 2.31 and 2.33 s a table with it,
+    2.14 and 2.13 s without."""
     for setting, kept, one_wave in _ONE_WAVE:
         if spark.conf.get(kept, None) is None:
             # without a default: Spark's own when unset
@@ -120,8 +137,9 @@ def aggregate_in_one_job(spark: SparkSession) -> None:
     its queries ends in a few rows (at most :data:`~vacuum.context.TABLES_PER_FIGURES_JOB` tables'
     figures, or a count of rows read into Spark's cache), so one shuffle
     partition holds what its aggregations gather, each task having aggregated its own rows first.
-    It runs without adaptive execution, which makes each query stage a Spark job of its own, and
-    without automatic broadcasts (see :func:`adaptive_off_until_sized`): a query is one Spark job,
+    It runs without adaptive execution, which makes each query stage a Spark job of its own,
+    without automatic broadcasts and without constraint propagation (see
+    :func:`adaptive_off_until_sized`): a query is one Spark job,
     and one more for each broadcast asked for by name. The scans of the inventory keep their own
     parallelism, a task per split of its files. A join's or an aggregation's strategy changes how
     Spark computes it, never its rows."""
@@ -140,8 +158,8 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
     same answers), and one wave has nothing for AQE to coalesce. Its skew splits and runtime
     join choices are lost with it; the plan's joins are on unique paths (no skewed key), and the
     rule was measured on 2 cores only. Nor does it broadcast a join's side unless the planner asks
-    for it by name: each broadcast is one more job. A bigger plan gets the session's own settings
-    back (see :func:`adaptive_off_until_sized`). A plan of one partition also keeps an input read
+    for it by name: each broadcast is one more job, nor derive its operators' constraints. A bigger
+    plan gets the session's own settings back (see :func:`adaptive_off_until_sized`). A plan of one partition also keeps an input read
     in one partition (:func:`in_one_partition`) in one, whatever Spark guesses its size to be."""
     try:
         configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
