@@ -124,7 +124,9 @@ def adaptive_off_until_sized(spark: SparkSession) -> None:
     filter saves nothing on. Without it the optimiser keeps the filters the query states, the
     rows are the same. Measured with ``benchmarks/many_tables.py`` (24 tables of 1,000 files,
     ``--parallel 4``, ``--no-peers``, two runs of each in turn): 2.31 and 2.33 s a table with it,
-    2.14 and 2.13 s without."""
+    2.14 and 2.13 s without; on 100 tables, where more of a run is the JVM's steady state, 1.70
+    and 1.79 s with it against 1.73 and 1.71 s without, no difference past the noise: the
+    derivation costs most while the JVM has yet to compile its code."""
     for setting, kept, one_wave in _ONE_WAVE:
         if spark.conf.get(kept, None) is None:
             # without a default: Spark's own when unset
