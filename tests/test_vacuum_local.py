@@ -202,10 +202,11 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
     spark, tmp_path, monkeypatch
 ):
     """A table of few objects is planned on Spark's interpreted evaluation; the user's own choice
-    of code generation keeps generated code. Both name exactly the unreferenced files."""
+    of code generation keeps generated code. Both name exactly the unreferenced files, and so does
+    the plan with the optimiser's constraint propagation on, which a small table runs without."""
     import pyarrow.parquet as pq
 
-    from vacuum import runner
+    from vacuum import inventory_slice, runner, tuning
 
     root = tmp_path / "events"
     uri = f"file://{root}"
@@ -226,7 +227,9 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
     assert any("/_change_data/" in p for p in unreferenced)
 
     factories = []
+    constraints = []
     table_run = runner.vacuum_table
+    sized = tuning.size_shuffles
 
     def recording(session, *args):
         factories.append(
@@ -237,6 +240,11 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
         )
         return table_run(session, *args)
 
+    def sizing(session, objects):
+        sized(session, objects)
+        constraints.append(session.conf.get(tuning.CONSTRAINT_PROPAGATION))
+
+    monkeypatch.setattr(inventory_slice, "size_shuffles", sizing)
     monkeypatch.setattr(runner, "vacuum_table", recording)
 
     def planned(name: str) -> set[str]:
@@ -256,6 +264,18 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
     finally:
         spark.conf.unset(factory) if chosen is None else spark.conf.set(factory, chosen)
     assert factories[1] == ("FALLBACK", "true")
+    assert constraints == ["false", "false"]
+    # the plan with constraint propagation on, as a bigger table's runs: the same files
+    monkeypatch.setattr(
+        tuning,
+        "_ONE_WAVE",
+        tuple(
+            (setting, kept, "true" if setting == tuning.CONSTRAINT_PROPAGATION else value)
+            for setting, kept, value in tuning._ONE_WAVE
+        ),
+    )
+    assert planned("constraints") == unreferenced
+    assert constraints[2] == "true"
 
 
 def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):

@@ -117,16 +117,17 @@ def adaptive_off_until_sized(spark: SparkSession) -> None:
 
     Constraint propagation derives, for every operator of a plan, the predicates its rows are
     known to satisfy, so that the optimiser can add filters (``isnotnull`` on a join's keys, a
-    join's condition copied to its other side) and drop ones already implied. Spark's own
-    description of the setting warns that the derivation can be expensive for plans with many
-    predicates and aliases, and a table's plans have many (the classification's reasons, the
-    check's and the counts' conditions, Delta's snapshot), for a few thousand rows that an added
-    filter saves nothing on. Without it the optimiser keeps the filters the query states, the
-    rows are the same. Measured with ``benchmarks/many_tables.py`` (24 tables of 1,000 files,
-    ``--parallel 4``, ``--no-peers``, two runs of each in turn): 2.31 and 2.33 s a table with it,
-    2.14 and 2.13 s without; on 100 tables, where more of a run is the JVM's steady state, 1.70
-    and 1.79 s with it against 1.73 and 1.71 s without, no difference past the noise: the
-    derivation costs most while the JVM has yet to compile its code."""
+    filter on one side of an equi-join copied to the other) and drop ones already implied.
+    Spark's own description of the setting warns that the derivation can be expensive for plans
+    with many predicates and aliases, and a table's plans have many (the classification's
+    reasons, the check's and the counts' conditions, Delta's snapshot), while the rows of a plan
+    of one wave are few for the filters to save work on. Without it the optimiser keeps the
+    filters the query states, and the rows are the same (a test plans a small table both ways).
+    Measured with ``benchmarks/many_tables.py`` on tables of 1,000 files only (``--parallel 4``,
+    ``--no-peers``, runs in turn): on 24 tables, 2.31 and 2.33 s a table with it, 2.14 and 2.13 s
+    without; on 100 tables, 1.70 and 1.79 s with it against 1.73 and 1.71 s without (ABBA), no
+    difference past the noise. Why the gain fades over a longer run was not measured (a likely
+    cause: the JVM's compiled code makes the derivation cheap once warm)."""
     for setting, kept, one_wave in _ONE_WAVE:
         if spark.conf.get(kept, None) is None:
             # without a default: Spark's own when unset
@@ -160,9 +161,10 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
     same answers), and one wave has nothing for AQE to coalesce. Its skew splits and runtime
     join choices are lost with it; the plan's joins are on unique paths (no skewed key), and the
     rule was measured on 2 cores only. Nor does it broadcast a join's side unless the planner asks
-    for it by name: each broadcast is one more job, nor derive its operators' constraints. A bigger
-    plan gets the session's own settings back (see :func:`adaptive_off_until_sized`). A plan of one partition also keeps an input read
-    in one partition (:func:`in_one_partition`) in one, whatever Spark guesses its size to be."""
+    for it by name (each broadcast is one more job), nor derive its operators' constraints. A
+    bigger plan gets the session's own settings back (see :func:`adaptive_off_until_sized`). A
+    plan of one partition also keeps an input read in one partition (:func:`in_one_partition`) in
+    one, whatever Spark guesses its size to be."""
     try:
         configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
     except ValueError:
