@@ -46,6 +46,19 @@ def visible_files(root: Path) -> set[str]:
     }
 
 
+def unreferenced_files(spark, root: Path) -> set[str]:
+    """The table's files no version references, outside the directories Delta's VACUUM skips
+    (``_delta_log``, ``.``-files; it does consider ``_delta_index`` and ``_change_data``)."""
+    return {
+        p
+        for p in files_under(root) - referenced_files(spark, f"file://{root}")
+        if not any(
+            part.startswith(("_", ".")) and not part.startswith(("_delta_index", "_change_data"))
+            for part in Path(p).relative_to(root).parts
+        )
+    }
+
+
 def dry_run_paths(spark, uri: str) -> set[str]:
     """Files Delta's listing VACUUM would delete (it also lists directories it would try)."""
     paths = {r["path"].removeprefix("file:") for r in spark.sql(f"VACUUM delta.`{uri}` DRY RUN").collect()}
@@ -206,7 +219,7 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
     the plan with the optimiser's constraint propagation on, which a small table runs without."""
     import pyarrow.parquet as pq
 
-    from vacuum import inventory_slice, runner, tuning
+    from vacuum import inventory_slice, tuning
 
     root = tmp_path / "events"
     uri = f"file://{root}"
@@ -216,36 +229,24 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
     write_local_inventory(spark, root, inventory)
     wait_until(past_retention)
     registry = write_registry(tmp_path / "tables.yaml", events=root)
-    unreferenced = {
-        p
-        for p in files_under(root) - referenced_files(spark, uri)
-        if not any(
-            part.startswith(("_", ".")) and not part.startswith(("_delta_index", "_change_data"))
-            for part in Path(p).relative_to(root).parts
-        )
-    }
+    unreferenced = unreferenced_files(spark, root)
     assert any("/_change_data/" in p for p in unreferenced)
 
     factories = []
     constraints = []
-    table_run = runner.vacuum_table
     sized = tuning.size_shuffles
 
-    def recording(session, *args):
+    def sizing(session, objects):  # the plan's settings, as its gates start
+        sized(session, objects)
         factories.append(
             (
                 session.conf.get("spark.sql.codegen.factoryMode"),
                 session.conf.get("spark.sql.codegen.wholeStage"),
             )
         )
-        return table_run(session, *args)
-
-    def sizing(session, objects):
-        sized(session, objects)
         constraints.append(session.conf.get(tuning.CONSTRAINT_PROPAGATION))
 
     monkeypatch.setattr(inventory_slice, "size_shuffles", sizing)
-    monkeypatch.setattr(runner, "vacuum_table", recording)
 
     def planned(name: str) -> set[str]:
         candidates = tmp_path / f"{name}.parquet"
@@ -276,6 +277,77 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
     )
     assert planned("constraints") == unreferenced
     assert constraints[2] == "true"
+
+
+def test_a_tables_snapshot_is_read_beside_the_runs_figures_and_its_gates_wait_for_them(
+    spark, tmp_path, monkeypatch
+):
+    """The run reads its tables' figures on a thread of its own while the first table reads its
+    snapshot; the table's gates then wait for those figures (it counts none of its own), and it
+    is still planned interpreted (a small table) and names exactly the unreferenced files."""
+    import threading
+
+    from vacuum import inventory_slice, runner
+    from vacuum.context import RunContext
+
+    root = tmp_path / "events"
+    uri = f"file://{root}"
+    create_history_table(spark, uri, retention="interval 2 seconds")
+    past_retention = retention_deadline()
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, root, inventory)
+    wait_until(past_retention)
+    registry = write_registry(tmp_path / "tables.yaml", events=root)
+    unreferenced = unreferenced_files(spark, root)
+    assert unreferenced
+
+    snapshot_started = threading.Event()
+    events = []
+    figures_of_tables, load_table_state = RunContext.figures_of_tables, runner.load_table_state
+    own_figures, sized = inventory_slice.inventory_figures, inventory_slice.size_shuffles
+
+    def figures(self, *args):  # the run's figures go on only once the table reads its snapshot
+        events.append(("figures start", snapshot_started.wait(timeout=60)))
+        figures_of_tables(self, *args)
+        events.append(("figures end", None))
+
+    def snapshot(*args):
+        events.append(("snapshot start", None))
+        snapshot_started.set()
+        return load_table_state(*args)
+
+    def counted_by_the_table(*args):
+        events.append(("the table's own figures", None))
+        return own_figures(*args)
+
+    def sizing(session, objects):
+        events.append(("gates", session.conf.get("spark.sql.codegen.factoryMode")))
+        sized(session, objects)
+
+    monkeypatch.setattr(RunContext, "figures_of_tables", figures)
+    monkeypatch.setattr(runner, "load_table_state", snapshot)
+    monkeypatch.setattr(inventory_slice, "inventory_figures", counted_by_the_table)
+    monkeypatch.setattr(inventory_slice, "size_shuffles", sizing)
+    factory = "spark.sql.codegen.factoryMode"
+    chosen = spark.conf.get(factory, None)  # the suite's own choice, if it runs with one
+    spark.conf.unset(factory)
+    candidates = tmp_path / "candidates.parquet"
+    try:
+        code, result = vacuum(registry, inventory, "--dry-run", "--candidates", str(candidates))
+    finally:
+        spark.conf.unset(factory) if chosen is None else spark.conf.set(factory, chosen)
+    assert code == 0, result["tables"][0]["reason"]
+    # the snapshot began while the figures were read (their wait did not time out), and the gates
+    # ran after the figures, with the run's figures (the table counted none) and interpreted
+    assert events == [
+        ("snapshot start", None),
+        ("figures start", True),
+        ("figures end", None),
+        ("gates", "NO_CODEGEN"),
+    ]
+    assert {
+        p.removeprefix("file:") for p in pq.read_table(candidates).column("path").to_pylist()
+    } == unreferenced
 
 
 def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -152,6 +152,12 @@ class _SharedRows:
     waiting: int  # the group's tables that have not read their rows yet
 
 
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every table of one run shares."""
@@ -173,6 +179,10 @@ class RunContext:
         default_factory=dict, repr=False
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # clear while the run reads its tables' figures and rows (vacuum.runner reads them beside the
+    # first tables' snapshots): a table's reads of them wait for it, so it gates on what the run
+    # counted, as when it ran after. Set otherwise
+    figures_read: threading.Event = field(default_factory=_set_event, repr=False, compare=False)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
         """The bucket-wide figures of the pinned inventory (:func:`vacuum.plan.bucket_figures`),
@@ -233,7 +243,7 @@ class RunContext:
             (
                 location
                 for location in locations
-                if (figures := self.figures_of_table(location)) is not None
+                if (figures := self._counted_figures(location)) is not None
                 and 0 < figures.objects_under_table <= SHARED_ROWS_UP_TO_OBJECTS
             ),
             key=lambda location: location.key,
@@ -281,6 +291,7 @@ class RunContext:
 
         from vacuum.plan import tables_rows
 
+        self.figures_read.wait()
         with self.lock:
             group = self.shared_rows.get((location.bucket, location.key))
             shared = None if group is None else self.shared_groups.get((location.bucket, group))
@@ -298,7 +309,9 @@ class RunContext:
 
     def release_rows(self, location: StorageLocation) -> None:
         """The table at ``location`` has read its rows: its group's cache goes once none of its
-        tables needs it any more."""
+        tables needs it any more (once the run's rows are read: a table that stops before they are
+        lets go of its share then)."""
+        self.figures_read.wait()
         with self.lock:
             group = self.shared_rows.pop((location.bucket, location.key), None)
             if group is None:
@@ -321,7 +334,12 @@ class RunContext:
             shared.frame.unpersist()
 
     def figures_of_table(self, location: StorageLocation) -> InventoryFigures | None:
-        """The table's figures when the run computed them (:meth:`figures_of_tables`), else None."""
+        """The table's figures when the run computed them (:meth:`figures_of_tables`), else None;
+        once the run has read them (:attr:`figures_read`)."""
+        self.figures_read.wait()
+        return self._counted_figures(location)
+
+    def _counted_figures(self, location: StorageLocation) -> InventoryFigures | None:
         with self.lock:
             return self.table_figures.get((location.bucket, location.key))
 
@@ -347,6 +365,8 @@ class TableContext:
     # when the table's deletes began (the driver's clock, just before the first request), ledgered
     # with each deletion: with the row's deleted_at it bounds when its delete markers were made
     delete_started_at: datetime | None = None
+    # what runs once the snapshot is read (vacuum.runner: a choice that waits for the run's figures)
+    after_snapshot: Callable[[], None] | None = None
 
     @property
     def location(self) -> StorageLocation:
