@@ -279,26 +279,31 @@ def test_a_small_tables_plan_runs_interpreted_and_names_what_generated_code_name
     assert constraints[2] == "true"
 
 
-def test_a_tables_snapshot_is_read_beside_the_runs_figures_and_its_gates_wait_for_them(
-    spark, tmp_path, monkeypatch
+@pytest.mark.slow
+@pytest.mark.parametrize("tables", [1, 2])
+def test_a_one_table_runs_snapshot_is_read_beside_its_figures_and_its_gates_wait_for_them(
+    spark, tmp_path, monkeypatch, tables
 ):
-    """The run reads its tables' figures on a thread of its own while the first table reads its
+    """A one-table run reads its figures on a thread of its own while the table reads its
     snapshot; the table's gates then wait for those figures (it counts none of its own), and it
-    is still planned interpreted (a small table) and names exactly the unreferenced files."""
+    is still planned interpreted (a small table) and names exactly the unreferenced files. A run
+    of two tables reads its figures before either table starts."""
     import threading
 
     from vacuum import inventory_slice, runner
     from vacuum.context import RunContext
 
-    root = tmp_path / "events"
-    uri = f"file://{root}"
-    create_history_table(spark, uri, retention="interval 2 seconds")
-    past_retention = retention_deadline()
+    lake = tmp_path / "lake"
+    names = ["events", "orders"][:tables]
+    past_retention = 0.0
+    for name in names:
+        create_history_table(spark, f"file://{lake / name}", retention="interval 2 seconds")
+        past_retention = retention_deadline()
     inventory = f"file://{tmp_path}/inventory"
-    write_local_inventory(spark, root, inventory)
+    write_local_inventory(spark, lake, inventory)
     wait_until(past_retention)
-    registry = write_registry(tmp_path / "tables.yaml", events=root)
-    unreferenced = unreferenced_files(spark, root)
+    registry = write_registry(tmp_path / "tables.yaml", **{name: lake / name for name in names})
+    unreferenced = set().union(*(unreferenced_files(spark, lake / name) for name in names))
     assert unreferenced
 
     snapshot_started = threading.Event()
@@ -306,15 +311,16 @@ def test_a_tables_snapshot_is_read_beside_the_runs_figures_and_its_gates_wait_fo
     figures_of_tables, load_table_state = RunContext.figures_of_tables, runner.load_table_state
     own_figures, sized = inventory_slice.inventory_figures, inventory_slice.size_shuffles
 
-    def figures(self, *args):  # the run's figures go on only once the table reads its snapshot
-        events.append(("figures start", snapshot_started.wait(timeout=60)))
+    def figures(self, *args):  # one table: the run's figures go on once the table reads its snapshot
+        started = snapshot_started.wait(timeout=60) if tables == 1 else snapshot_started.is_set()
+        events.append(("figures start", started))
         figures_of_tables(self, *args)
         events.append(("figures end", None))
 
-    def snapshot(*args):
-        events.append(("snapshot start", None))
+    def snapshot(session, *args):  # with the code generation it is rebuilt with
+        events.append(("snapshot start", session.conf.get("spark.sql.codegen.factoryMode")))
         snapshot_started.set()
-        return load_table_state(*args)
+        return load_table_state(session, *args)
 
     def counted_by_the_table(*args):
         events.append(("the table's own figures", None))
@@ -336,18 +342,110 @@ def test_a_tables_snapshot_is_read_beside_the_runs_figures_and_its_gates_wait_fo
         code, result = vacuum(registry, inventory, "--dry-run", "--candidates", str(candidates))
     finally:
         spark.conf.unset(factory) if chosen is None else spark.conf.set(factory, chosen)
-    assert code == 0, result["tables"][0]["reason"]
-    # the snapshot began while the figures were read (their wait did not time out), and the gates
-    # ran after the figures, with the run's figures (the table counted none) and interpreted
-    assert events == [
-        ("snapshot start", None),
-        ("figures start", True),
-        ("figures end", None),
-        ("gates", "NO_CODEGEN"),
+    assert code == 0, [table["reason"] for table in result["tables"]]
+    if tables == 1:
+        # the snapshot began while the figures were read (their wait did not time out), with
+        # generated code (the table's size unknown yet), and the gates ran after the figures, with
+        # the run's figures (the table counted none), interpreted
+        assert events == [
+            ("snapshot start", "FALLBACK"),
+            ("figures start", True),
+            ("figures end", None),
+            ("gates", "NO_CODEGEN"),
+        ]
+    else:  # the figures first, then both tables, each with the run's figures, all interpreted
+        assert events[:2] == [("figures start", False), ("figures end", None)]
+        assert sorted(events[2:]) == [("gates", "NO_CODEGEN")] * 2 + [("snapshot start", "NO_CODEGEN")] * 2
+    read = {p.removeprefix("file:") for p in pq.read_table(candidates).column("path").to_pylist()}
+    assert read == unreferenced
+
+
+def test_a_tables_reads_of_the_runs_figures_and_rows_wait_until_they_are_read():
+    """While the run reads its figures, a table's reads of them, and its letting go of the rows
+    read with them, wait; once they are read, they go on."""
+    import threading
+
+    from core.paths import StorageLocation
+    from vacuum.context import RunContext
+
+    context = RunContext("r", 0, ())
+    location = StorageLocation.parse("s3://lake/t")
+    assert context.figures_read.is_set() and context.figures_of_table(location) is None
+    context.figures_read.clear()
+    done = []
+    readers = [
+        threading.Thread(target=lambda: done.append(context.figures_of_table(location))),
+        threading.Thread(target=lambda: done.append(context.release_rows(location))),
+        threading.Thread(target=lambda: done.append(context.rows_source("the inventory", location))),
     ]
-    assert {
-        p.removeprefix("file:") for p in pq.read_table(candidates).column("path").to_pylist()
-    } == unreferenced
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(timeout=0.5)
+    assert done == [] and all(reader.is_alive() for reader in readers)
+    context.figures_read.set()
+    for reader in readers:
+        reader.join(timeout=10)
+    assert sorted(done, key=str) == [None, None, "the inventory"]
+
+
+@pytest.mark.slow
+def test_an_interrupt_while_the_figures_are_read_deletes_nothing(spark, tmp_path, monkeypatch):
+    """Ctrl-C while a one-table run reads its figures (its table's snapshot already read, waiting
+    for them): the run raises KeyboardInterrupt, and the table, which goes on once the figures
+    are in, is refused before it deletes anything."""
+    import signal
+    import threading
+
+    from core.registry import load_registry
+    from vacuum import runner
+    from vacuum.context import RunContext, VacuumOptions
+
+    root = tmp_path / "events"
+    create_history_table(spark, f"file://{root}", retention="interval 2 seconds")
+    orphan = touch(root / "day=2024-01-01" / "orphan.parquet")
+    past_retention = retention_deadline()
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, root, inventory)
+    wait_until(past_retention)
+    tables = load_registry(write_registry(tmp_path / "tables.yaml", events=root)).select([])
+    snapshot_read = threading.Event()
+    runs = []
+    figures_of_tables, load_table_state, table_run = (
+        RunContext.figures_of_tables,
+        runner.load_table_state,
+        runner.vacuum_table,
+    )
+
+    def figures(self, *args):  # the user's Ctrl-C, once the table waits for the figures
+        assert snapshot_read.wait(timeout=60)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert self.stopped.wait(timeout=30), "the interrupt did not stop the run"
+        figures_of_tables(self, *args)
+
+    def snapshot(*args):
+        read = load_table_state(*args)
+        snapshot_read.set()
+        return read
+
+    def recorded(*args, **kwargs):
+        runs.append(table_run(*args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(RunContext, "figures_of_tables", figures)
+    monkeypatch.setattr(runner, "load_table_state", snapshot)
+    monkeypatch.setattr(runner, "vacuum_table", recorded)
+    options = VacuumOptions(inventory_table=inventory, retain_hours=0, allow_unsafe_retention=True)
+    with pytest.raises(KeyboardInterrupt):
+        runner.vacuum_tables(spark, tables, options, run_id="interrupted")
+    assert orphan.exists()
+    assert [(run.status, run.deleted_files) for run in runs] == [("refused", 0)]
+    assert "interrupted" in (runs[0].reason or "")
+    # the same table, not interrupted: the orphan is the run's to delete
+    monkeypatch.setattr(RunContext, "figures_of_tables", figures_of_tables)
+    result = runner.vacuum_tables(spark, tables, options, run_id="whole")
+    assert [run.status for run in result.tables] == ["ok"], result.tables[0].reason
+    assert not orphan.exists()
 
 
 def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):

@@ -183,6 +183,8 @@ class RunContext:
     # first tables' snapshots): a table's reads of them wait for it, so it gates on what the run
     # counted, as when it ran after. Set otherwise
     figures_read: threading.Event = field(default_factory=_set_event, repr=False, compare=False)
+    # set when the run was interrupted: a table that has not begun deleting does not begin
+    stopped: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
         """The bucket-wide figures of the pinned inventory (:func:`vacuum.plan.bucket_figures`),
@@ -367,6 +369,8 @@ class TableContext:
     delete_started_at: datetime | None = None
     # what runs once the snapshot is read (vacuum.runner: a choice that waits for the run's figures)
     after_snapshot: Callable[[], None] | None = None
+    # how long after_snapshot waited for the run's figures: the run's time, not the table's
+    waited_seconds: float = 0.0
 
     @property
     def location(self) -> StorageLocation:

@@ -66,7 +66,9 @@ def interpret_small_plan(spark: SparkSession, objects: int) -> bool:
     """This session is this table's: when the inventory holds at most
     :data:`INTERPRETED_UP_TO_OBJECTS` objects under it, its queries (Delta's snapshot and dry run,
     the gates, the check, the deletes) run on Spark's interpreted evaluation instead of generated
-    code. Returns whether they do.
+    code. Returns whether they do. (The table of a one-table run reads its snapshot before the
+    run's figures tell its size, so its snapshot alone is rebuilt with generated code:
+    ``vacuum.runner._start_run_figures``.)
 
     Spark generates Java source for every operator of a query, and for many of them again in every
     task (the projections of Delta's typed Datasets, of a scan of a Python RDD), before it looks
