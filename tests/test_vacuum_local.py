@@ -374,16 +374,20 @@ def test_a_tables_reads_of_the_runs_figures_and_rows_wait_until_they_are_read():
     context.figures_read.clear()
     done = []
     readers = [
-        threading.Thread(target=lambda: done.append(context.figures_of_table(location))),
-        threading.Thread(target=lambda: done.append(context.release_rows(location))),
-        threading.Thread(target=lambda: done.append(context.rows_source("the inventory", location))),
+        threading.Thread(target=lambda: done.append(context.figures_of_table(location)), daemon=True),
+        threading.Thread(target=lambda: done.append(context.release_rows(location)), daemon=True),
+        threading.Thread(
+            target=lambda: done.append(context.rows_source("the inventory", location)), daemon=True
+        ),
     ]
-    for reader in readers:
-        reader.start()
-    for reader in readers:
-        reader.join(timeout=0.5)
-    assert done == [] and all(reader.is_alive() for reader in readers)
-    context.figures_read.set()
+    try:
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(timeout=0.5)
+        assert done == [] and all(reader.is_alive() for reader in readers)
+    finally:
+        context.figures_read.set()
     for reader in readers:
         reader.join(timeout=10)
     assert sorted(done, key=str) == [None, None, "the inventory"]
@@ -440,12 +444,41 @@ def test_an_interrupt_while_the_figures_are_read_deletes_nothing(spark, tmp_path
         runner.vacuum_tables(spark, tables, options, run_id="interrupted")
     assert orphan.exists()
     assert [(run.status, run.deleted_files) for run in runs] == [("refused", 0)]
-    assert "interrupted" in (runs[0].reason or "")
+    assert "before its gates" in (runs[0].reason or "")
     # the same table, not interrupted: the orphan is the run's to delete
     monkeypatch.setattr(RunContext, "figures_of_tables", figures_of_tables)
     result = runner.vacuum_tables(spark, tables, options, run_id="whole")
     assert [run.status for run in result.tables] == ["ok"], result.tables[0].reason
     assert not orphan.exists()
+
+
+def test_a_table_whose_run_stopped_after_its_plan_deletes_nothing(spark, tmp_path, monkeypatch):
+    """A run that stops while a table checks Delta's plan (an interrupt elsewhere): the table is
+    refused before its deletes, here Delta's own, and its orphan stays."""
+    from core.paths import StorageLocation
+    from core.registry import RegisteredTable
+    from vacuum import runner
+    from vacuum.context import RunContext, VacuumOptions
+
+    root = tmp_path / "events"
+    uri = f"file://{root}"
+    create_history_table(spark, uri, retention="interval 2 seconds")
+    orphan = touch(root / "day=2024-01-01" / "orphan.parquet")
+    wait_until(retention_deadline())
+    table = RegisteredTable(name="events", path=uri, location=StorageLocation.parse(uri), owner="team")
+    context = RunContext("stopped", None, ())
+    checked = runner.check_plan
+
+    def stopped_meanwhile(*args, **kwargs):
+        context.stopped.set()
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "check_plan", stopped_meanwhile)
+    options = VacuumOptions(mode="list", delete_with="delta", retain_hours=0, allow_unsafe_retention=True)
+    run = runner.vacuum_table(spark, table, options, context)
+    assert (run.status, run.deleted_files) == ("refused", 0), run.reason
+    assert "before its deletes" in (run.reason or "") and run.planned_files >= 1
+    assert orphan.exists()
 
 
 def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from core.errors import VacuumRefused
 from core.paths import StorageLocation, overlapping_pair
 from core.registry import RegisteredTable
 
@@ -179,11 +180,11 @@ class RunContext:
         default_factory=dict, repr=False
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # clear while the run reads its tables' figures and rows (vacuum.runner reads them beside the
-    # first tables' snapshots): a table's reads of them wait for it, so it gates on what the run
-    # counted, as when it ran after. Set otherwise
+    # clear while the run reads its tables' figures and rows (vacuum.runner: a one-table run reads
+    # them beside its table's snapshot): a table's reads of them wait for it, so it gates on what
+    # the run counted, as when it started after. Set otherwise
     figures_read: threading.Event = field(default_factory=_set_event, repr=False, compare=False)
-    # set when the run was interrupted: a table that has not begun deleting does not begin
+    # set when the run ends early (an interrupt): a table that has not begun deleting does not begin
     stopped: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
@@ -375,6 +376,12 @@ class TableContext:
     @property
     def location(self) -> StorageLocation:
         return self.table.location
+
+    def refuse_if_stopped(self, before: str) -> None:
+        """Refuse the table when its run has stopped (:attr:`RunContext.stopped`), before
+        ``before``: nothing of it was deleted yet, and nothing will be."""
+        if self.run_context.stopped.is_set():
+            raise VacuumRefused(f"the run stopped (interrupted or failed) before {before}: nothing deleted")
 
     @property
     def ledger(self) -> str | None:

@@ -130,10 +130,12 @@ def _send_deletes(ctx: TableContext, confirmed: DataFrame, release_plan: Callabl
     missing = {"path", "length"} - set(confirmed.columns)
     if missing:  # the ledger and the bytes come from the outcomes: never fill them with nulls
         raise InventoryVacuumError(f"the plan has no {', '.join(sorted(missing))} column; nothing deleted")
+    ctx.refuse_if_stopped("its deletes")  # the re-plan and the existence checks took a while
     ctx.delete_started_at = datetime.now(timezone.utc)
-    outcomes = delete_in_batches(confirmed)
-    # the requests are sent: until the outcomes are counted, what was deleted is not known (not 0)
+    # from the first request on, until the outcomes are counted, what was deleted is not known
+    # (not 0): also when the deletes' job fails or is cancelled part-way
     run.deleted_files = run.deleted_bytes = run.remaining_files = None
+    outcomes = delete_in_batches(confirmed)
     try:
         try:
             release_plan()

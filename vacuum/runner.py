@@ -124,12 +124,15 @@ def vacuum_tables(
     codegen_by_user = codegen_set_by_user(spark)
     figures = None
     try:
-        if options.inventory_table and version is not None:
-            figures = _start_run_figures(spark, tables, options.inventory_table, context, sized_by_user)
-            if len(tables) > 1:
-                figures.join()  # a run of many tables: its figures first (see _start_run_figures)
         try:
+            if options.inventory_table and version is not None:
+                figures = _start_run_figures(spark, tables, options.inventory_table, context, sized_by_user)
+                if len(tables) > 1:
+                    figures.join()  # a run of many tables: its figures first (see _start_run_figures)
             runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user)
+        except BaseException:
+            context.stopped.set()  # the run ends early: the figures read no further bucket
+            raise
         finally:
             if figures is not None:
                 figures.join()
@@ -158,9 +161,7 @@ def _start_run_figures(
     figures. A run of many tables joins the thread before its tables start: 24 tables of 1,000
     files at ``--parallel 4`` (``benchmarks/many_tables.py --no-peers``, runs in turn) took 2.41
     and 2.23 s a table with their first tables started beside the figures, against 2.17 and
-    2.20 s with the figures first (not measured, a likely cause: those tables rebuild their
-    snapshots with generated code, as only the figures tell a small table, on the cores the
-    figures every table waits for need)."""
+    2.20 s with the figures first (docs/performance.md)."""
     inventory_location = StorageLocation.parse(inventory_table, what="inventory table")
 
     def read() -> None:
@@ -235,8 +236,8 @@ def _run_tables(
         try:
             return list(pool.map(run_one, tables))
         except BaseException:
-            # an interrupt (Ctrl-C: PySpark cancels the running Spark jobs) ends the run: the pool
-            # waits for its running tables, and none that has not begun deleting begins
+            # the run ends (an interrupt: Ctrl-C, on which PySpark cancels the running Spark jobs):
+            # the pool waits for its running tables, and none that has not begun deleting begins
             context.stopped.set()
             raise
 
@@ -273,6 +274,8 @@ def _read_run_figures(
             aggregate_in_one_job(session)
         inventory = read_inventory(session, inventory_table, context.inventory_version)
         for bucket, locations in sorted(by_bucket.items()):
+            if context.stopped.is_set():  # the run ended: tables without figures count their own
+                break
             where = f"bucket {bucket} in the inventory {inventory_table}"
             if _logged_on_failure(
                 f"figures of the tables of {where}",
@@ -332,6 +335,10 @@ def vacuum_table(
         run.reason = spark_error_summary(error)
         log.exception("vacuum of %s failed", table.name)
     finally:
+        if not context.figures_read.is_set():  # the releases wait for the run's figures
+            waiting_since = time.monotonic()
+            context.figures_read.wait()
+            ctx.waited_seconds += time.monotonic() - waiting_since
         # a table that stopped before reading its rows no longer keeps its group's cache, nor its
         # cached snapshot files; neither release may end the run, whose other tables go on
         _logged_on_failure(
@@ -387,10 +394,11 @@ def _vacuum(ctx: TableContext) -> None:
     ctx.state, ctx.live_files = load_table_state(spark, location.uri)
     if ctx.after_snapshot is not None:
         waiting_since = time.monotonic()
-        ctx.after_snapshot()
-        ctx.waited_seconds = time.monotonic() - waiting_since  # the run's, not the table's time
-    if ctx.run_context.stopped.is_set():
-        raise VacuumRefused("the run was interrupted before this table's gates: nothing deleted")
+        try:
+            ctx.after_snapshot()
+        finally:
+            ctx.waited_seconds += time.monotonic() - waiting_since  # the run's, not the table's time
+    ctx.refuse_if_stopped("its gates")
     state = ctx.state
     run.table_version = state.version
     retain_argument = _retention(ctx)
@@ -468,8 +476,7 @@ def _vacuum(ctx: TableContext) -> None:
         run.deleted_files = run.deleted_bytes = run.remaining_files = 0
         if options.dry_run or run.planned_files == 0:
             return
-        if ctx.run_context.stopped.is_set():
-            raise VacuumRefused("the run was interrupted before this table's deletes: nothing deleted")
+        ctx.refuse_if_stopped("its deletes")
         unsize_shuffles(spark)
         verify_existence = options.verifies_existence(run.delete_with, on_s3=location.is_s3)
         existing = None
@@ -484,6 +491,7 @@ def _vacuum(ctx: TableContext) -> None:
                 state, mode=options.mode, retention_hours=retain_argument, dry_run=False, inventory_view=view
             )
             counts = directory_object_counts(slice_frame) if slice_frame is not None else None
+            ctx.refuse_if_stopped("its deletes")
             ctx.delete_started_at = datetime.now(timezone.utc)
             try:
                 spark.sql(real_sql)
