@@ -210,6 +210,63 @@ def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lak
     assert rows_at(spark, lake["uri"]) == restored_count  # nothing live was lost
 
 
+def test_a_batch_delete_sends_nothing_once_its_run_stopped_and_one_cut_short_counts_nothing(
+    spark, s3, lake, monkeypatch
+):
+    """A run that stopped (an interrupt) before a table's first DeleteObjects request: the table is
+    refused there and every key stays, its counts a true 0. A deletes' job that fails as a whole
+    (cancelled by an interrupt) leaves the counts unknown, not 0, and the deletes' start known."""
+    from core.errors import VacuumRefused
+    from core.tables import read_inventory
+    from tests.support.planner import slice_of
+    from vacuum import deletion
+    from vacuum.context import RunContext, TableContext, VacuumOptions
+    from vacuum.deletion import delete_batch
+    from vacuum.plan import candidate_details, delta_inventory, dry_run_candidates, temporary_view, vacuum_sql
+    from vacuum.results import TableRun
+    from vacuum.runner import _summarise
+    from vacuum.snapshot import load_table_state
+
+    location = StorageLocation.parse(lake["uri"])
+    state, _ = load_table_state(spark, lake["uri"])
+    before = keys_of(s3, lake["bucket"])
+    frame = slice_of(read_inventory(spark, lake["inventory"]), location, state)
+    with temporary_view(delta_inventory(frame)) as view:
+        sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=view)
+        planned = candidate_details(dry_run_candidates(spark, sql), frame, state).cache()
+        stopped = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
+        _summarise(planned, stopped)
+        stopped.deleted_files = stopped.deleted_bytes = stopped.remaining_files = 0
+        context = RunContext("test", None, ())
+        context.stopped.set()
+        table = TableContext(spark, RegisteredTableStub("events"), VacuumOptions(), context, stopped, state)
+        with pytest.raises(VacuumRefused, match="before its first delete request"):
+            delete_batch(table, planned, sql)
+        assert keys_of(s3, lake["bucket"]) == before and stopped.planned_files >= len(JUNK)
+        assert (stopped.deleted_files, stopped.delete_requests, table.delete_started_at) == (0, 0, None)
+
+        def cancelled(_candidates, **_options):
+            raise RuntimeError("Job 12 cancelled part of cancel all jobs")
+
+        monkeypatch.setattr(deletion, "delete_in_batches", cancelled)
+        cut_short = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
+        _summarise(planned, cut_short)
+        cut_short.deleted_files = cut_short.deleted_bytes = cut_short.remaining_files = 0
+        table = TableContext(
+            spark,
+            RegisteredTableStub("events"),
+            VacuumOptions(),
+            RunContext("test", None, ()),
+            cut_short,
+            state,
+        )
+        with pytest.raises(RuntimeError, match="cancelled"):
+            delete_batch(table, planned, sql)
+        planned.unpersist()
+    assert (cut_short.deleted_files, cut_short.deleted_bytes, cut_short.remaining_files) == (None, None, None)
+    assert table.delete_started_at is not None
+
+
 @pytest.mark.slow
 def test_batch_delete_plans_again_only_after_a_commit(spark, s3, lake, monkeypatch):
     """With the log as the plan's snapshot saw it, a second plan would name a superset: it is not

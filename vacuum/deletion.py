@@ -130,7 +130,7 @@ def _send_deletes(ctx: TableContext, confirmed: DataFrame, release_plan: Callabl
     missing = {"path", "length"} - set(confirmed.columns)
     if missing:  # the ledger and the bytes come from the outcomes: never fill them with nulls
         raise InventoryVacuumError(f"the plan has no {', '.join(sorted(missing))} column; nothing deleted")
-    ctx.refuse_if_stopped("its deletes")  # the re-plan and the existence checks took a while
+    ctx.refuse_if_stopped("its first delete request")  # the re-plan and existence checks took a while
     ctx.delete_started_at = datetime.now(timezone.utc)
     # from the first request on, until the outcomes are counted, what was deleted is not known
     # (not 0): also when the deletes' job fails or is cancelled part-way

@@ -350,6 +350,12 @@ def vacuum_table(
         )
     if run.status != Status.OK and not run.dry_run and run.deleted_files:
         run.reason = f"{run.reason} ({run.deleted_files} file(s) deleted, {run.remaining_files} remain)"
+    elif run.status != Status.OK and run.deleted_files is None and ctx.delete_started_at is not None:
+        # the deletes' job failed or was cancelled as a whole (an interrupt): nothing was counted
+        run.reason = (
+            f"{run.reason} (its deletes began: how many files were deleted is unknown, "
+            "and none of them is in the ledger)"
+        )
     run.seconds = round(time.monotonic() - started - ctx.waited_seconds, 3)
     log.info("vacuum %s: %s %s", table.name, run.status, run.reason or "")
     return run
@@ -491,7 +497,7 @@ def _vacuum(ctx: TableContext) -> None:
                 state, mode=options.mode, retention_hours=retain_argument, dry_run=False, inventory_view=view
             )
             counts = directory_object_counts(slice_frame) if slice_frame is not None else None
-            ctx.refuse_if_stopped("its deletes")
+            ctx.refuse_if_stopped("Delta's delete")
             ctx.delete_started_at = datetime.now(timezone.utc)
             try:
                 spark.sql(real_sql)
