@@ -213,16 +213,20 @@ def vacuum_run(
 def counted_jvm_calls() -> Iterator[Callable[[], int]]:
     """Count PySpark's round trips to the JVM (py4j commands, from every thread) while the block
     runs; the block gets a function that reads the count. Each Column function, literal and
-    DataFrame method is one or more of them."""
+    DataFrame method is one or more of them. py4j's releases of Java objects whose Python proxies
+    were freed are not counted: its finalizer thread sends them whenever Python's garbage
+    collector frees proxies, also those of code that ran before the block."""
     from py4j.clientserver import ClientServerConnection
     from py4j.java_gateway import GatewayConnection
+    from py4j.protocol import MEMORY_COMMAND_NAME
 
     sent = itertools.count()  # next() on it is atomic in CPython: no count is lost between threads
     originals = {kind: kind.send_command for kind in (ClientServerConnection, GatewayConnection)}
 
     def counting(original: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
         def send_command(connection: Any, command: str) -> Any:
-            next(sent)
+            if not command.startswith(MEMORY_COMMAND_NAME):
+                next(sent)
             return original(connection, command)
 
         return send_command

@@ -475,7 +475,8 @@ def test_a_table_whose_run_stopped_after_its_plan_deletes_nothing(spark, tmp_pat
 
     monkeypatch.setattr(runner, "check_plan", stopped_meanwhile)
     options = VacuumOptions(mode="list", delete_with="delta", retain_hours=0, allow_unsafe_retention=True)
-    run = runner.vacuum_table(spark, table, options, context)
+    # a session of the table's own, as a run gives it: the retention's setting stays on it
+    run = runner.vacuum_table(spark.newSession(), table, options, context)
     assert (run.status, run.deleted_files) == ("refused", 0), run.reason
     assert "before its deletes" in (run.reason or "") and run.planned_files >= 1
     assert orphan.exists()
