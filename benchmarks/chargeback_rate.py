@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import jvm_output_on_stderr, spark_setting, write_results
-from benchmarks.vacuum_at_scale import machine, run_header
+from benchmarks.vacuum_at_scale import java_of, machine, run_header
 
 log = logging.getLogger("benchmarks.chargeback_rate")
 RESULTS = Path(__file__).parent / "results"
@@ -182,7 +182,7 @@ def markdown(document: dict[str, Any]) -> str:
     lines = [
         f"# Chargeback over a {document['rows']:,}-row inventory table",
         "",
-        f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
+        f"Machine: {document['machine_before'].get('cpus')} CPUs{java_of(document['machine_before'])}, load before "
         f"{document['machine_before'].get('load_average_1_5_15')}. The table: {document['data_files']} "
         f"Parquet files on {document['storage']}, {TABLES:,} tables of {OWNERS} owners and 10% unowned "
         f"objects. Spark session start {document['spark_start_seconds']:.1f} s, not in the figures; "

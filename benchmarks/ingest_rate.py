@@ -53,7 +53,7 @@ from typing import Any
 
 from benchmarks.many_tables import parse_event_log
 from benchmarks.report import jvm_output_on_stderr, spark_setting, write_results
-from benchmarks.vacuum_at_scale import machine, run_header
+from benchmarks.vacuum_at_scale import java_of, machine, run_header
 
 log = logging.getLogger("benchmarks.ingest_rate")
 RESULTS = Path(__file__).parent / "results"
@@ -387,7 +387,7 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         f"`{document['command'].strip()}`",
         "",
-        f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
+        f"Machine: {document['machine_before'].get('cpus')} CPUs{java_of(document['machine_before'])}, load before "
         f"{document['machine_before'].get('load_average_1_5_15')}; Spark session start "
         f"{document['spark_start_seconds']:.1f} s, paid once per job and not in the rates below. "
         + (

@@ -39,7 +39,7 @@ from typing import Any
 from benchmarks.driver_profile import reset_rule_times, rule_times, rules_markdown
 from benchmarks.s3_server import check_indexed_listing, install_indexed_listing
 from benchmarks.synthetic_table import GARBAGE, Shares, TableBuilder
-from benchmarks.vacuum_at_scale import machine, run_header
+from benchmarks.vacuum_at_scale import java_of, machine, run_header
 
 log = logging.getLogger("benchmarks.many_tables")
 
@@ -280,7 +280,7 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         f"`{document['command'].strip()}` at {document.get('code', 'an unrecorded commit')}, started "
         f"{document['started_at'][:19]}Z. "
-        f"Machine: {document['machine_before'].get('cpus')} CPUs, load before "
+        f"Machine: {document['machine_before'].get('cpus')} CPUs{java_of(document['machine_before'])}, load before "
         f"{document['machine_before'].get('load_average_1_5_15')}; Spark session start "
         f"{document['spark_start_seconds']:.1f} s (once, not in the figures below); ingest of the "
         f"{document['inventory']['objects']:,}-object inventory {document['inventory']['ingest_seconds']:.1f} s."

@@ -35,6 +35,7 @@ from benchmarks.vacuum_at_scale import (
     RESULTS,
     BenchmarkFailure,
     VacuumAtScale,
+    java_of,
     machine,
 )
 
@@ -95,7 +96,7 @@ def markdown(document: dict[str, Any]) -> str:
         "# Plan sizing",
         "",
         f"`{document['command']}`, started {document['started_at'][:19]}Z, {document['seconds']:.0f} s "
-        f"in all. Machine: {before['cpus']} CPUs, load average {before['load_average_1_5_15'][0]} "
+        f"in all. Machine: {before['cpus']} CPUs{java_of(before)}, load average {before['load_average_1_5_15'][0]} "
         "before. The inventory dry run of one table of "
         f"{document['files']:,} files, {document['rounds']} rounds, the variants alternated in each.",
         "",

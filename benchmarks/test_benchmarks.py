@@ -503,6 +503,44 @@ def test_every_result_names_the_commit_it_ran_at_and_the_fleets_markdown_shows_i
     )
 
 
+def test_every_result_names_the_java_spark_runs_on_and_the_markdowns_show_it(tmp_path, monkeypatch) -> None:
+    """Spark's speed differs between Java releases: a result records the version of the Java that
+    Spark's launcher runs ($JAVA_HOME's, else the first on PATH), and each Markdown names it."""
+    import os
+    import stat
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    from benchmarks.many_tables import markdown as fleet_markdown
+    from benchmarks.vacuum_at_scale import java_of, machine, run_header
+
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    # a stand-in that prints what a JDK prints on its standard error
+    java.write_text("#!/bin/sh\necho 'openjdk version \"25.0.3\" 2026-04-21 LTS' >&2\n", encoding="utf-8")
+    java.chmod(java.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    figures = machine()
+    assert figures["versions"]["java"] == "25.0.3"
+    assert java_of(figures) == ", Java 25.0.3"
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert machine()["versions"]["java"] == "none found"
+    assert java_of({"versions": {}}) == ""  # a result from before Java was recorded
+
+    repository = Path(__file__).resolve().parent.parent
+    document = json.loads(
+        (repository / "benchmarks" / "results" / "many_tables.json").read_text(encoding="utf-8")
+    )
+    document["machine_before"] = figures
+    assert f"Machine: {os.cpu_count()} CPUs, Java 25.0.3, load before" in fleet_markdown(document)
+    assert (
+        run_header("many_tables", datetime(2026, 12, 5, tzinfo=timezone.utc), figures)["machine_before"]
+        == figures
+    )
+
+
 def test_rule_times_reads_catalysts_metering_and_the_markdown_shows_it_per_table() -> None:
     text = """
 === Metrics of Analyzer/Optimizer Rules ===

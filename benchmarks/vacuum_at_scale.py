@@ -471,9 +471,32 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "versions": {
-            name: version(name) for name in ("pyspark", "delta-spark", "deltalake", "moto", "boto3")
+            **{name: version(name) for name in ("pyspark", "delta-spark", "deltalake", "moto", "boto3")},
+            "java": java_version(),
         },
     }
+
+
+def java_version() -> str:
+    """The version of the Java that Spark's launcher runs (``$JAVA_HOME/bin/java``, else the
+    first on ``PATH``), as it prints it: Spark's speed differs between Java releases."""
+    from core.class_archive import java_executable
+
+    java = java_executable()
+    if java is None:
+        return "none found"
+    try:
+        printed = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"unknown ({error})"
+    found = re.search(r'version "([^"]+)"', printed)
+    return found.group(1) if found else "unknown"
+
+
+def java_of(machine_figures: dict[str, Any]) -> str:
+    """``, Java X`` for a result's header, or nothing for a result that did not record it."""
+    java = machine_figures.get("versions", {}).get("java")
+    return f", Java {java}" if java else ""
 
 
 def code_version() -> str:
