@@ -19,6 +19,8 @@
 #                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
 #                   SDK, the jars and package a cluster gets; on 3.5 with Spark's generated
 #                   code, which tables of more than 10,000 objects run on (GENERATED_CODE_LINES)
+#   java-25         the default line's line-sensitive tests on Java 25 (25.0.3 on), where the machine
+#                   has one (skipped otherwise); every other run takes the first Java 17+ found
 #   smoke           the parsers and the installed command end to end on the other Pythons
 #                   (.venv-py<VERSION>, default line)
 #   docs            the docs site builds with mkdocs --strict
@@ -58,10 +60,10 @@ PYTHON_VERSIONS ?= $(PYTHON_VERSIONS_SMOKED)
 RUN := $(ENV) && run_tests
 run_default = $(RUN) "$(1)" $(DEFAULT_SPARK_LINE) $(DEFAULT_PYTHON_VERSION)
 
-.PHONY: help test matrix fast default-line default-main own-jvms smoke docs benchmarks-tests
+.PHONY: help test matrix fast default-line default-main own-jvms java-25 smoke docs benchmarks-tests
 
 help:
-	@echo "targets: fast default-line default-main own-jvms $(addprefix line-,$(OTHER_LINES)) smoke docs benchmarks-tests test"
+	@echo "targets: fast default-line default-main own-jvms $(addprefix line-,$(OTHER_LINES)) java-25 smoke docs benchmarks-tests test"
 	@echo "test is everything CI runs (make -k -j2 -O test: two runs at a time); the Makefile's first lines say what each runs"
 
 fast:
@@ -99,6 +101,18 @@ $(foreach version,$(OTHER_PYTHONS),$(eval $(call smoke_target,$(version))))
 
 smoke: $(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIONS)))
 
+# Spark 4.2 runs on Java 17, 21 and 25 (25.0.3 on: Spark's docs deprecate the builds before it for a
+# G1 data-corruption bug), and a run of many tables is faster on 25 (docs/configuration.md): the
+# default line's line-sensitive tests run on it too, where the machine has one; the other runs take
+# the first Java 17+ found (infra/env.sh).
+JAVA_25_LEAST := 25.0.3
+java-25:
+	@home="$$($(ENV) && find_java_home 25 $(JAVA_25_LEAST))" || { \
+	  line="$$(printf '%-36s %s' "Spark $(DEFAULT_SPARK_LINE) on Java 25:" "skipped (no Java $(JAVA_25_LEAST) or later on this machine)")"; \
+	  echo "$$line"; if [ -n "$${TEST_SUMMARY:-}" ]; then echo "$$line" >> "$$TEST_SUMMARY"; fi; exit 0; } && \
+	export JAVA_HOME="$$home" && $(RUN) "Spark $(DEFAULT_SPARK_LINE) on Java 25 (line-sensitive)" \
+	$(DEFAULT_SPARK_LINE) $(DEFAULT_PYTHON_VERSION) -m line_sensitive $(or_continue)
+
 # PYTEST_ARGS on one line (the shell reads them from the environment: they may hold quoted words)
 define pytest_target
 .PHONY: pytest-$(1)
@@ -120,6 +134,7 @@ benchmarks-tests:
 ifeq ($(strip $(PYTEST_ARGS)),)
 QUEUE := $(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),default-main own-jvms) \
 	$(addprefix line-,$(filter-out $(DEFAULT_SPARK_LINE),$(SPARK_LINES))) \
+	$(if $(filter $(DEFAULT_SPARK_LINE),$(SPARK_LINES)),java-25) \
 	$(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIONS)))
 else
 QUEUE := $(addprefix pytest-,$(SPARK_LINES))

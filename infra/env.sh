@@ -64,6 +64,26 @@ ensure_java() {
   export JAVA_HOME="$java_home"
 }
 
+# find_java_home MAJOR [LEAST]: print the home of a Java of that major release (and at least version
+# LEAST, e.g. 25.0.3), from JAVA_HOME, PATH or the usual install locations; status 1 if none.
+find_java_home() {
+  local major=$1 least=${2:-} candidate version
+  for candidate in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} "$(command -v java || true)" /usr/bin/java \
+      /usr/lib/jvm/*/bin/java /opt/homebrew/opt/openjdk*/bin/java /usr/local/opt/openjdk*/bin/java \
+      /Library/Java/JavaVirtualMachines/*/Contents/Home/bin/java; do
+    [ -n "$candidate" ] && [ -x "$candidate" ] || continue
+    version="$("$candidate" -version 2>&1 | sed -nE '1s/.*version "([0-9][^"]*)".*/\1/p')"
+    [ "${version%%[.+-]*}" = "$major" ] || continue
+    # the lower of the two in version order must be LEAST
+    if [ -n "$least" ] && [ "$(printf '%s\n%s\n' "$least" "$version" | sort -V | head -n 1)" != "$least" ]; then
+      continue
+    fi
+    (cd "$(dirname "$(readlink -f "$candidate")")/.." && pwd)
+    return 0
+  done
+  return 1
+}
+
 venv_dir() {  # venv_dir LINE [PYTHON_VERSION]: where that Spark line (on that Python) is installed
   local line=${1:-$DEFAULT_SPARK_LINE} version=${2:-$DEFAULT_PYTHON_VERSION} dir=.venv
   [ "$line" = "$DEFAULT_SPARK_LINE" ] || dir="$dir-spark$line"
