@@ -411,15 +411,21 @@ HOW_FAR = (
 )
 
 
+def _today(standing: Standing, document: dict[str, Any] | None) -> str:
+    """The goal's figure today, with the Java its result ran on where the result recorded it."""
+    java = (document or {}).get("machine_before", {}).get("versions", {}).get("java")
+    return f"{standing.today}, Java {java}" if java else standing.today
+
+
 def summary(results: Path) -> list[str]:
     """The goals as a short Markdown table (goal, today, how far): the rows the documentation's
     Performance page shows."""
     lines = ["| goal | today | how far |", "|---|---|---|"]
-    for goal, standing, _ in standings(results):
+    for goal, standing, document in standings(results):
         if isinstance(standing, str):
             lines.append(f"| {goal.what}: {goal.goal} | – | not measured: {standing} |")
         else:
-            lines.append(f"| {goal.what}: {goal.goal} | {standing.today} | {_status(standing)} |")
+            lines.append(f"| {goal.what}: {goal.goal} | {_today(standing, document)} | {_status(standing)} |")
     return lines
 
 
@@ -446,7 +452,7 @@ def markdown(results: Path) -> str:
             )
             continue
         lines.append(
-            f"| {goal.what}: {goal.goal} | {standing.today} | {_status(standing)} | {standing.peers} | "
+            f"| {goal.what}: {goal.goal} | {_today(standing, document)} | {_status(standing)} | {standing.peers} | "
             f"`{goal.result}`{commit} | {made_by} | `{goal.command}` |"
         )
     lines += [

@@ -759,3 +759,12 @@ def test_goals_command_refuses_a_folder_without_results_and_a_corrupt_one(tmp_pa
     # the command that made the result, then the one that measures the goal
     assert "| met | " in row
     assert row.endswith("| `python -m benchmarks.one_table --rounds 1` | `python -m benchmarks.one_table` |")
+    assert "| 5.0 s (median of 1) | met |" in row  # a result from before Java was recorded
+    # a result that recorded its Java names it beside the figure, in the goals file and the summary
+    made["machine_before"] = {"versions": {"java": "25.0.3"}}
+    (tmp_path / "one_table.json").write_text(json.dumps(made))
+    assert main(["--results", str(tmp_path)]) == 0
+    assert "| 5.0 s (median of 1), Java 25.0.3 | met |" in (tmp_path / "goals.md").read_text()
+    from benchmarks.goals import summary
+
+    assert any("| 5.0 s (median of 1), Java 25.0.3 | met |" in line for line in summary(tmp_path))
