@@ -42,8 +42,18 @@ find_python() {
   return 1
 }
 
-_java_major() {  # 17 for 'openjdk version "17.0.9"', 1 for Java 8's "1.8.0_392"
-  "$1" -version 2>&1 | sed -nE '1s/.*version "([0-9]+).*/\1/p'
+# The version a java prints, e.g. 17.0.9 for 'openjdk version "17.0.9"' (the first line that names
+# one: with JAVA_TOOL_OPTIONS set, "Picked up JAVA_TOOL_OPTIONS: ..." comes before it)
+_java_version() {
+  local printed
+  printed="$("$1" -version 2>&1)" || return 0
+  sed -nE '/version "[0-9]/{s/.*version "([0-9][^"]*)".*/\1/p;q;}' <<< "$printed"
+}
+
+_java_major() {  # 17 for 'openjdk version "17.0.9"', 25 for "25-ea", 1 for Java 8's "1.8.0_392"
+  local version
+  version="$(_java_version "$1")"
+  echo "${version%%[.+-]*}"
 }
 
 # Export JAVA_HOME for a Java 17+ (Spark's launcher runs $JAVA_HOME/bin/java, else java on PATH).
@@ -72,7 +82,7 @@ find_java_home() {
       /usr/lib/jvm/*/bin/java /opt/homebrew/opt/openjdk*/bin/java /usr/local/opt/openjdk*/bin/java \
       /Library/Java/JavaVirtualMachines/*/Contents/Home/bin/java; do
     [ -n "$candidate" ] && [ -x "$candidate" ] || continue
-    version="$("$candidate" -version 2>&1 | sed -nE '1s/.*version "([0-9][^"]*)".*/\1/p')"
+    version="$(_java_version "$candidate")"
     [ "${version%%[.+-]*}" = "$major" ] || continue
     # the lower of the two in version order must be LEAST
     if [ -n "$least" ] && [ "$(printf '%s\n%s\n' "$least" "$version" | sort -V | head -n 1)" != "$least" ]; then
