@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.vacuum_at_scale import java_of
+
 RESULTS = Path(__file__).parent / "results"
 NAME = "goals.md"
 
@@ -391,7 +393,8 @@ def _fleet_sizes(results: Path) -> Iterable[str]:
             commit = f" at {document['code']}" if document.get("code") else ""
             line = (
                 f"{document['tables']} tables of {document.get('files_per_table') or 0:,} files{kind} "
-                f"(`{path.relative_to(results)}`{commit}): {_to_delta_rs(document)}"
+                f"(`{path.relative_to(results)}`{commit}{java_of(document.get('machine_before'))}): "
+                f"{_to_delta_rs(document)}"
             )
         except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as error:
             line = f"`{path.relative_to(results)}`: incomplete result ({type(error).__name__}: {error})"
@@ -413,8 +416,7 @@ HOW_FAR = (
 
 def _today(standing: Standing, document: dict[str, Any] | None) -> str:
     """The goal's figure today, with the Java its result ran on where the result recorded it."""
-    java = (document or {}).get("machine_before", {}).get("versions", {}).get("java")
-    return f"{standing.today}, Java {java}" if java else standing.today
+    return standing.today + java_of((document or {}).get("machine_before"))
 
 
 def summary(results: Path) -> list[str]:

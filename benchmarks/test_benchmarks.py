@@ -527,7 +527,17 @@ def test_every_result_names_the_java_spark_runs_on_and_the_markdowns_show_it(tmp
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "none"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert machine()["versions"]["java"] == "none found"
-    assert java_of({"versions": {}}) == ""  # a result from before Java was recorded
+    assert java_of(machine()) == ""
+    # Spark's launcher sources spark-env.sh from its configuration folder, which may set JAVA_HOME
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-env.sh").write_text("JAVA_HOME=/elsewhere\n", encoding="utf-8")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    assert machine()["versions"]["java"].startswith("unknown (") and java_of(machine()) == ""
+    # a result from before Java was recorded, and incomplete ones
+    for incomplete in ({"versions": {}}, {"versions": None}, None, {"versions": {"java": "1.2 | x"}}):
+        assert java_of(incomplete) == ""
 
     repository = Path(__file__).resolve().parent.parent
     document = json.loads(
@@ -768,3 +778,6 @@ def test_goals_command_refuses_a_folder_without_results_and_a_corrupt_one(tmp_pa
     from benchmarks.goals import summary
 
     assert any("| 5.0 s (median of 1), Java 25.0.3 | met |" in line for line in summary(tmp_path))
+    made["machine_before"] = {"versions": None}  # incomplete: the figure alone
+    (tmp_path / "one_table.json").write_text(json.dumps(made))
+    assert any("| 5.0 s (median of 1) | met |" in line for line in summary(tmp_path))

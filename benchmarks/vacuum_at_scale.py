@@ -480,23 +480,36 @@ def machine() -> dict[str, Any]:
 def java_version() -> str:
     """The version of the Java that Spark's launcher runs (``$JAVA_HOME/bin/java``, else the
     first on ``PATH``), as it prints it: Spark's speed differs between Java releases."""
-    from core.class_archive import java_executable
+    from core.class_archive import java_executable, launcher_conf_folder
 
+    environment_file = Path(launcher_conf_folder()) / "spark-env.sh"
+    if environment_file.is_file():  # the launcher sources it, and it may set another JAVA_HOME
+        return f"unknown ({environment_file} may choose it)"
     java = java_executable()
     if java is None:
         return "none found"
     try:
-        printed = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=60).stderr
+        printed = subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, errors="replace", timeout=60
+        ).stderr
     except (OSError, subprocess.SubprocessError) as error:
         return f"unknown ({error})"
-    found = re.search(r'version "([^"]+)"', printed)
+    found = re.search(r'version "([0-9][^"]*)"', printed)
     return found.group(1) if found else "unknown"
 
 
-def java_of(machine_figures: dict[str, Any]) -> str:
-    """``, Java X`` for a result's header, or nothing for a result that did not record it."""
-    java = machine_figures.get("versions", {}).get("java")
+def java_of(machine_figures: Any) -> str:
+    """``, Java X`` for a result's header, or nothing for a result that did not record a version
+    (one from before the Java was recorded, or whose Java was not known)."""
+    java = recorded_java(machine_figures)
     return f", Java {java}" if java else ""
+
+
+def recorded_java(machine_figures: Any) -> str | None:
+    """The version of Java a result's machine figures recorded, or None (none, or not known)."""
+    versions = machine_figures.get("versions") if isinstance(machine_figures, dict) else None
+    java = versions.get("java") if isinstance(versions, dict) else None
+    return java if isinstance(java, str) and re.fullmatch(r"[0-9][0-9A-Za-z.+_-]*", java) else None
 
 
 def code_version() -> str:

@@ -56,42 +56,91 @@ _java_major() {  # 17 for 'openjdk version "17.0.9"', 25 for "25-ea", 1 for Java
   echo "${version%%[.+-]*}"
 }
 
-# Export JAVA_HOME for a Java 17+ (Spark's launcher runs $JAVA_HOME/bin/java, else java on PATH).
+# The JAVA_HOME the caller gave (as env.sh was first sourced: the functions below export others),
+# tried first for every line that runs on it.
+if [ -z "${INVENTORY_VACUUM_JAVA_GIVEN+set}" ]; then
+  export INVENTORY_VACUUM_JAVA_GIVEN="${JAVA_HOME:-}"
+fi
+
+# _java_newest LINE: the newest Java release the Spark line runs on (its oldest is 17 for the tool)
+_java_newest() {
+  case $1 in 3.5) echo 17 ;; 4.0) echo 21 ;; *) echo 25 ;; esac
+}
+
+_java_range() {  # _java_range LINE: "17" or "17 to 25"
+  local newest
+  newest="$(_java_newest "$1")"
+  if [ "$newest" = 17 ]; then echo 17; else echo "17 to $newest"; fi
+}
+
+# _java_candidates: set JAVA_CANDIDATES to the java executables to try, in order: the given
+# JAVA_HOME's, the first on PATH, then the usual install locations
+_java_candidates() {
+  JAVA_CANDIDATES=(${INVENTORY_VACUUM_JAVA_GIVEN:+"$INVENTORY_VACUUM_JAVA_GIVEN/bin/java"} "$(command -v java || true)" \
+    /usr/bin/java /usr/lib/jvm/*/bin/java /opt/homebrew/opt/openjdk*/bin/java /usr/local/opt/openjdk*/bin/java \
+    /Library/Java/JavaVirtualMachines/*/Contents/Home/bin/java)
+}
+
+_java_home_of() {  # _java_home_of JAVA: the home folder of that java executable
+  (cd "$(dirname "$(readlink -f "$1")")/.." && pwd -P)
+}
+
+# ensure_java [LINE]: export JAVA_HOME for a Java the Spark line (default: the default line) runs on,
+# 17 to _java_newest's (Spark's launcher runs $JAVA_HOME/bin/java, else java on PATH); a given
+# JAVA_HOME the line does not run on is passed over, with a line saying so.
 ensure_java() {
-  local candidate java_home="" major
-  for candidate in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} "$(command -v java || true)" /usr/bin/java \
-      /usr/lib/jvm/*/bin/java /opt/homebrew/opt/openjdk*/bin/java /usr/local/opt/openjdk*/bin/java \
-      /Library/Java/JavaVirtualMachines/*/Contents/Home/bin/java; do
+  local line=${1:-$DEFAULT_SPARK_LINE} newest candidate java_home="" major given
+  newest="$(_java_newest "$line")"
+  _java_candidates
+  for candidate in "${JAVA_CANDIDATES[@]}"; do
     [ -n "$candidate" ] && [ -x "$candidate" ] || continue
     major="$(_java_major "$candidate")"
-    if [ -n "$major" ] && [ "$major" -ge 17 ]; then
-      java_home="$(cd "$(dirname "$(readlink -f "$candidate")")/.." && pwd)"
+    if [ -n "$major" ] && [ "$major" -ge 17 ] && [ "$major" -le "$newest" ]; then
+      java_home="$(_java_home_of "$candidate")"
       break
     fi
   done
   [ -n "$java_home" ] || {
-    echo "inventory-vacuum needs Java 17+ for Spark 4: none found; set JAVA_HOME=/path/to/jdk" >&2; return 1; }
+    echo "inventory-vacuum needs Java $(_java_range "$line") for Spark $line: none found; set JAVA_HOME=/path/to/jdk" >&2; return 1; }
+  if [ -n "$INVENTORY_VACUUM_JAVA_GIVEN" ]; then
+    given="$(cd "$INVENTORY_VACUUM_JAVA_GIVEN" 2>/dev/null && pwd -P)" || given=""
+    if [ "$given" != "$java_home" ]; then
+      echo "Spark $line: JAVA_HOME=$INVENTORY_VACUUM_JAVA_GIVEN is not a Java it runs on ($(_java_range "$line")): Java $(_java_version "$java_home/bin/java") from $java_home instead" >&2
+    fi
+  fi
   export JAVA_HOME="$java_home"
 }
 
 # find_java_home MAJOR [LEAST]: print the home of a Java of that major release (and at least version
-# LEAST, e.g. 25.0.3), from JAVA_HOME, PATH or the usual install locations; status 1 if none.
+# LEAST, e.g. 25.0.3; not an early-access build), from the places ensure_java tries; status 1 if none.
 find_java_home() {
   local major=$1 least=${2:-} candidate version
-  for candidate in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} "$(command -v java || true)" /usr/bin/java \
-      /usr/lib/jvm/*/bin/java /opt/homebrew/opt/openjdk*/bin/java /usr/local/opt/openjdk*/bin/java \
-      /Library/Java/JavaVirtualMachines/*/Contents/Home/bin/java; do
+  _java_candidates
+  for candidate in "${JAVA_CANDIDATES[@]}"; do
     [ -n "$candidate" ] && [ -x "$candidate" ] || continue
     version="$(_java_version "$candidate")"
     [ "${version%%[.+-]*}" = "$major" ] || continue
-    # the lower of the two in version order must be LEAST
-    if [ -n "$least" ] && [ "$(printf '%s\n%s\n' "$least" "$version" | sort -V | head -n 1)" != "$least" ]; then
+    case $version in *-ea*) continue ;; esac
+    if [ -n "$least" ] && ! _version_at_least "${version%%[+-]*}" "$least"; then
       continue
     fi
-    (cd "$(dirname "$(readlink -f "$candidate")")/.." && pwd)
+    _java_home_of "$candidate"
     return 0
   done
   return 1
+}
+
+# _version_at_least VERSION LEAST: VERSION (dot-separated numbers) is LEAST or later
+_version_at_least() {
+  local -a have want
+  local i
+  IFS=. read -r -a have <<< "$1"
+  IFS=. read -r -a want <<< "$2"
+  for ((i = 0; i < ${#want[@]}; i++)); do
+    [ "${have[i]:-0}" -gt "${want[i]}" ] 2>/dev/null && return 0
+    [ "${have[i]:-0}" -lt "${want[i]}" ] 2>/dev/null && return 1
+  done
+  return 0
 }
 
 venv_dir() {  # venv_dir LINE [PYTHON_VERSION]: where that Spark line (on that Python) is installed
@@ -136,7 +185,7 @@ ensure_venv() {
   local venv pins=infra/constraints/spark-$line.txt
   venv="$(venv_dir "$line" "$version")"
   [ -f "$pins" ] || { echo "unknown Spark line $line: supported are $SPARK_LINES_SUPPORTED" >&2; return 1; }
-  ensure_java || return 1
+  ensure_java "$line" || return 1
   if [ -e "$venv/bin/python" ] && ! _is_python "$venv/bin/python" "$version"; then
     echo "$venv/bin/python is not a working Python $version; remove $venv to recreate it" >&2; return 1
   fi
@@ -186,11 +235,11 @@ run_tests() {
   if [ ! -x "$venv/bin/python" ]; then
     outcome="FAILED ($venv is not installed: bash infra/test.sh installs it)"
     rc=2
-  elif ! ensure_java; then
-    outcome="FAILED (no Java 17+)"
+  elif ! ensure_java "$line"; then
+    outcome="FAILED (no Java Spark $line runs on)"
     rc=2
   else
-    echo "=== $label: $("$venv/bin/python" -c 'import sys, pyspark, importlib.metadata as m; print("Python", sys.version.split()[0], "pyspark", pyspark.__version__, "delta-spark", m.version("delta-spark"))')"
+    echo "=== $label: $("$venv/bin/python" -c 'import sys, pyspark, importlib.metadata as m; print("Python", sys.version.split()[0], "pyspark", pyspark.__version__, "delta-spark", m.version("delta-spark"), end="")'), Java $(_java_version "$JAVA_HOME/bin/java")"
     temp="$(mktemp -d "${TMPDIR:-/tmp}/inventory-vacuum-pytest.XXXXXX")"
     # pytest's folders and Spark's scratch folders (shuffle blocks, a killed JVM's leftovers) are
     # under the run's own temp root, removed after it
@@ -215,7 +264,7 @@ ensure_jars() {
   local line=$1 venv log rc=0
   venv="$(venv_dir "$line")"
   [ -x "$venv/bin/python" ] || return 1
-  ensure_java || return 1
+  ensure_java "$line" || return 1
   if "$venv/bin/python" -c 'import sys, pyspark; from core.jar_cache import cached_jars; from core.session import jvm_packages; sys.exit(cached_jars(jvm_packages(), pyspark.__version__) is None)' 2>/dev/null; then
     return 0
   fi
