@@ -482,8 +482,8 @@ def java_version() -> str:
     first on ``PATH``), as it prints it: Spark's speed differs between Java releases."""
     from core.class_archive import java_executable, launcher_conf_folder
 
-    environment_file = Path(launcher_conf_folder()) / "spark-env.sh"
-    if environment_file.is_file():  # the launcher sources it, and it may set another JAVA_HOME
+    environment_file = os.path.join(launcher_conf_folder(), "spark-env.sh")
+    if os.path.isfile(environment_file):  # the launcher sources it, and it may set another JAVA_HOME
         return f"unknown ({environment_file} may choose it)"
     java = java_executable()
     if java is None:

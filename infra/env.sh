@@ -50,27 +50,15 @@ _java_version() {
   sed -nE '/version "[0-9]/{s/.*version "([0-9][^"]*)".*/\1/p;q;}' <<< "$printed"
 }
 
-_java_major() {  # 17 for 'openjdk version "17.0.9"', 25 for "25-ea", 1 for Java 8's "1.8.0_392"
-  local version
-  version="$(_java_version "$1")"
-  echo "${version%%[.+-]*}"
-}
-
 # The JAVA_HOME the caller gave (as env.sh was first sourced: the functions below export others),
 # tried first for every line that runs on it.
-if [ -z "${INVENTORY_VACUUM_JAVA_GIVEN+set}" ]; then
+# Taken again when JAVA_HOME is no longer the one ensure_java last exported: the caller changed it.
+if [ -z "${INVENTORY_VACUUM_JAVA_GIVEN+set}" ] || [ "${JAVA_HOME:-}" != "${INVENTORY_VACUUM_JAVA_CHOSEN-}" ]; then
   export INVENTORY_VACUUM_JAVA_GIVEN="${JAVA_HOME:-}"
 fi
 
-# _java_newest LINE: the newest Java release the Spark line runs on (its oldest is 17 for the tool)
-_java_newest() {
-  case $1 in 3.5) echo 17 ;; 4.0) echo 21 ;; *) echo 25 ;; esac
-}
-
-_java_range() {  # _java_range LINE: "17" or "17 to 25"
-  local newest
-  newest="$(_java_newest "$1")"
-  if [ "$newest" = 17 ]; then echo 17; else echo "17 to $newest"; fi
+_java_range() {  # _java_range LINE: the Javas that Spark line runs on, in words (_java_runs_line)
+  case $1 in 3.5) echo "17" ;; 4.0) echo "17 or 21" ;; *) echo "17, 21 or 25.0.3 and later" ;; esac
 }
 
 # _java_candidates: set JAVA_CANDIDATES to the java executables to try, in order: the given
@@ -81,34 +69,50 @@ _java_candidates() {
     /Library/Java/JavaVirtualMachines/*/Contents/Home/bin/java)
 }
 
-_java_home_of() {  # _java_home_of JAVA: the home folder of that java executable
-  (cd "$(dirname "$(readlink -f "$1")")/.." && pwd -P)
+# _java_home_of JAVA: the home folder of that java executable, as its JVM reports it (a version
+# manager's shim is not in its Java's folder), with a bin/java that Spark's launcher can run
+_java_home_of() {
+  local printed home
+  printed="$("$1" -XshowSettings:properties -version 2>&1)" || return 1
+  home="$(sed -nE '/^ *java\.home = /{s/^ *java\.home = //p;q;}' <<< "$printed")"
+  [ -n "$home" ] && [ -x "$home/bin/java" ] && (cd "$home" && pwd -P)
 }
 
-# ensure_java [LINE]: export JAVA_HOME for a Java the Spark line (default: the default line) runs on,
-# 17 to _java_newest's (Spark's launcher runs $JAVA_HOME/bin/java, else java on PATH); a given
-# JAVA_HOME the line does not run on is passed over, with a line saying so.
+# _java_runs_line LINE VERSION: the Spark line runs on that Java build (no early-access build; on
+# Java 25, 25.0.3 or later)
+_java_runs_line() {
+  local major=${2%%[.+-]*}
+  case $2 in *-ea*) return 1 ;; esac
+  case "$1:$major" in
+    3.5:17 | 4.0:17 | 4.0:21 | 4.2:17 | 4.2:21) return 0 ;;
+    4.2:25) _version_at_least "${2%%[+-]*}" 25.0.3 ;;
+    *) return 1 ;;
+  esac
+}
+
+# ensure_java [LINE]: export JAVA_HOME for a Java the Spark line (default: the default line) runs on
+# (_java_runs_line; Spark's launcher runs $JAVA_HOME/bin/java, else java on PATH); a given JAVA_HOME
+# the line does not run on is passed over, with a line saying so.
 ensure_java() {
-  local line=${1:-$DEFAULT_SPARK_LINE} newest candidate java_home="" major given
-  newest="$(_java_newest "$line")"
+  local line=${1:-$DEFAULT_SPARK_LINE} candidate java_home="" given_taken="" i
   _java_candidates
-  for candidate in "${JAVA_CANDIDATES[@]}"; do
+  for i in "${!JAVA_CANDIDATES[@]}"; do
+    candidate=${JAVA_CANDIDATES[i]}
     [ -n "$candidate" ] && [ -x "$candidate" ] || continue
-    major="$(_java_major "$candidate")"
-    if [ -n "$major" ] && [ "$major" -ge 17 ] && [ "$major" -le "$newest" ]; then
-      java_home="$(_java_home_of "$candidate")"
+    if _java_runs_line "$line" "$(_java_version "$candidate")" && java_home="$(_java_home_of "$candidate")"; then
+      [ "$i" = 0 ] && [ -n "$INVENTORY_VACUUM_JAVA_GIVEN" ] && given_taken=1
       break
     fi
+    java_home=""
   done
   [ -n "$java_home" ] || {
     echo "inventory-vacuum needs Java $(_java_range "$line") for Spark $line: none found; set JAVA_HOME=/path/to/jdk" >&2; return 1; }
   if [ -n "$INVENTORY_VACUUM_JAVA_GIVEN" ]; then
-    given="$(cd "$INVENTORY_VACUUM_JAVA_GIVEN" 2>/dev/null && pwd -P)" || given=""
-    if [ "$given" != "$java_home" ]; then
+    if [ -z "$given_taken" ]; then
       echo "Spark $line: JAVA_HOME=$INVENTORY_VACUUM_JAVA_GIVEN is not a Java it runs on ($(_java_range "$line")): Java $(_java_version "$java_home/bin/java") from $java_home instead" >&2
     fi
   fi
-  export JAVA_HOME="$java_home"
+  export JAVA_HOME="$java_home" INVENTORY_VACUUM_JAVA_CHOSEN="$java_home"
 }
 
 # find_java_home MAJOR [LEAST]: print the home of a Java of that major release (and at least version
@@ -124,8 +128,7 @@ find_java_home() {
     if [ -n "$least" ] && ! _version_at_least "${version%%[+-]*}" "$least"; then
       continue
     fi
-    _java_home_of "$candidate"
-    return 0
+    _java_home_of "$candidate" && return 0
   done
   return 1
 }
@@ -231,7 +234,8 @@ run_tests() {
   local label=$1 line=$2 version=$3 venv started=$SECONDS rc=0 temp outcome
   shift 3
   venv="$(venv_dir "$line" "$version")"
-  unset SPARK_HOME PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON PYSPARK_SUBMIT_ARGS
+  # (a spark-env.sh in the caller's SPARK_CONF_DIR could set another JAVA_HOME than the run names)
+  unset SPARK_HOME SPARK_CONF_DIR PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON PYSPARK_SUBMIT_ARGS
   if [ ! -x "$venv/bin/python" ]; then
     outcome="FAILED ($venv is not installed: bash infra/test.sh installs it)"
     rc=2
