@@ -210,33 +210,49 @@ def test_batch_delete_drops_files_made_live_again_before_deleting(spark, s3, lak
     assert rows_at(spark, lake["uri"]) == restored_count  # nothing live was lost
 
 
-def test_a_batch_delete_sends_nothing_once_its_run_stopped_and_one_cut_short_counts_nothing(
+def _planned_in_lake(spark, lake):
+    """The lake table's snapshot, its slice, Delta's dry run SQL on it (the slice's view must stay
+    registered while the SQL runs: the caller's ``with``) and the checked plan's details."""
+    from core.tables import read_inventory
+    from tests.support.planner import slice_of
+    from vacuum.plan import delta_inventory, temporary_view
+    from vacuum.snapshot import load_table_state
+
+    state, _ = load_table_state(spark, lake["uri"])
+    frame = slice_of(read_inventory(spark, lake["inventory"]), StorageLocation.parse(lake["uri"]), state)
+    return state, frame, temporary_view(delta_inventory(frame))
+
+
+def _batch_run(planned, name: str = "events"):
+    from vacuum.results import TableRun
+    from vacuum.runner import _summarise
+
+    run = TableRun(name, "", "failed", "inventory", False, "batch")
+    _summarise(planned, run)
+    run.deleted_files = run.deleted_bytes = run.remaining_files = 0
+    return run
+
+
+def test_a_batch_delete_sends_nothing_once_its_run_stopped_and_one_cut_short_counts_what_is_gone(
     spark, s3, lake, monkeypatch
 ):
     """A run that stopped (an interrupt) before a table's first DeleteObjects request: the table is
     refused there and every key stays, its counts a true 0. A deletes' job that fails as a whole
-    (cancelled by an interrupt) leaves the counts unknown, not 0, and the deletes' start known."""
+    after some of its requests (cancelled by an interrupt) leaves no outcomes: the files gone after
+    it are counted and ledgered (without a marker's id), the rest counted as remaining."""
     from core.errors import VacuumRefused
-    from core.tables import read_inventory
-    from tests.support.planner import slice_of
     from vacuum import deletion
     from vacuum.context import RunContext, TableContext, VacuumOptions
     from vacuum.deletion import delete_batch
-    from vacuum.plan import candidate_details, delta_inventory, dry_run_candidates, temporary_view, vacuum_sql
-    from vacuum.results import TableRun
-    from vacuum.runner import _summarise
-    from vacuum.snapshot import load_table_state
+    from vacuum.plan import candidate_details, dry_run_candidates, vacuum_sql
 
-    location = StorageLocation.parse(lake["uri"])
-    state, _ = load_table_state(spark, lake["uri"])
+    ledger = f"s3://{lake['inventory_bucket']}/tables/ledger"
     before = keys_of(s3, lake["bucket"])
-    frame = slice_of(read_inventory(spark, lake["inventory"]), location, state)
-    with temporary_view(delta_inventory(frame)) as view:
+    state, frame, view_of_slice = _planned_in_lake(spark, lake)
+    with view_of_slice as view:
         sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=view)
         planned = candidate_details(dry_run_candidates(spark, sql), frame, state).cache()
-        stopped = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
-        _summarise(planned, stopped)
-        stopped.deleted_files = stopped.deleted_bytes = stopped.remaining_files = 0
+        stopped = _batch_run(planned)
         context = RunContext("test", None, ())
         context.stopped.set()
         table = TableContext(spark, RegisteredTableStub("events"), VacuumOptions(), context, stopped, state)
@@ -245,26 +261,93 @@ def test_a_batch_delete_sends_nothing_once_its_run_stopped_and_one_cut_short_cou
         assert keys_of(s3, lake["bucket"]) == before and stopped.planned_files >= len(JUNK)
         assert (stopped.deleted_files, stopped.delete_requests, table.delete_started_at) == (0, 0, None)
 
-        def cancelled(_candidates, **_options):
+        def cancelled(_candidates, **_options):  # one request went out before the job was cancelled
+            s3.delete_objects(Bucket=lake["bucket"], Delete={"Objects": [{"Key": JUNK[0]}]})
             raise RuntimeError("Job 12 cancelled part of cancel all jobs")
 
         monkeypatch.setattr(deletion, "delete_in_batches", cancelled)
-        cut_short = TableRun("events", lake["uri"], "failed", "inventory", False, "batch")
-        _summarise(planned, cut_short)
-        cut_short.deleted_files = cut_short.deleted_bytes = cut_short.remaining_files = 0
+        cut_short = _batch_run(planned)
         table = TableContext(
             spark,
             RegisteredTableStub("events"),
-            VacuumOptions(),
-            RunContext("test", None, ()),
+            VacuumOptions(ledger_table=ledger),
+            RunContext("cut-short", None, ()),
             cut_short,
             state,
         )
         with pytest.raises(RuntimeError, match="cancelled"):
             delete_batch(table, planned, sql)
         planned.unpersist()
-    assert (cut_short.deleted_files, cut_short.deleted_bytes, cut_short.remaining_files) == (None, None, None)
+    assert (cut_short.deleted_files, cut_short.remaining_files) == (1, cut_short.planned_files - 1)
+    assert cut_short.deleted_bytes == 1  # put() writes one byte a key
     assert table.delete_started_at is not None
+    assert "ended before its outcomes were read" in cut_short.warnings[-1]
+    rows = spark.read.format("delta").load(ledger).collect()
+    assert [(r["key"], r["deleted_with"], r["delete_marker_version_id"]) for r in rows] == [
+        (JUNK[0], "batch", None)
+    ]
+    assert rows[0]["delete_started_at"] is not None and rows[0]["run_id"] == "cut-short"
+    assert keys_of(s3, lake["bucket"]) == before - {JUNK[0]}
+
+
+@pytest.mark.slow
+def test_a_batch_delete_cancelled_while_its_requests_run_ledgers_every_file_it_deleted(
+    spark, s3, s3_server, lake
+):
+    """The deletes' job cancelled (as an interrupt cancels it) while S3 still answers its requests:
+    the table fails with its counts measured, and the ledger holds exactly the files that are gone."""
+    from testing.local_s3 import Faults
+    from vacuum.context import RunContext, TableContext, VacuumOptions
+    from vacuum.deletion import delete_batch
+    from vacuum.plan import candidate_details, dry_run_candidates, vacuum_sql
+
+    server = s3_server
+    rows_before = rows_at(spark, lake["uri"])
+    ledger = f"s3://{lake['inventory_bucket']}/tables/ledger"
+    before = keys_of(s3, lake["bucket"])
+    state, frame, view_of_slice = _planned_in_lake(spark, lake)
+    errors: list[BaseException] = []
+    with view_of_slice as view:
+        sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=view)
+        planned = candidate_details(dry_run_candidates(spark, sql), frame, state).cache()
+        planned_keys = {r["key"] for r in planned.select("key").collect()}
+        run = _batch_run(planned)
+        table = TableContext(
+            spark,
+            RegisteredTableStub("events"),
+            VacuumOptions(ledger_table=ledger),
+            RunContext("cancelled", None, ()),
+            run,
+            state,
+        )
+
+        def deletes() -> None:
+            spark.sparkContext.setJobGroup("cancelled deletes", "a test's deletes")
+            try:
+                delete_batch(table, planned, sql)
+            except BaseException as error:  # noqa: BLE001  # the test asserts on it
+                errors.append(error)
+
+        server.reset_counts()
+        server.inject(Faults(latency_ms=1000, bucket=lake["bucket"], operations=frozenset({"DeleteObjects"})))
+        try:
+            thread = threading.Thread(target=deletes)
+            thread.start()
+            deadline = time.monotonic() + 60
+            while not server.counts(lake["bucket"])["DeleteObjects"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert server.counts(lake["bucket"])["DeleteObjects"], "no DeleteObjects request was sent"
+            spark.sparkContext.cancelJobGroup("cancelled deletes")
+            thread.join(120)
+        finally:
+            server.clear_faults()
+        planned.unpersist()
+    assert errors and "cancel" in str(errors[0]).lower()
+    gone = before - keys_of(s3, lake["bucket"])
+    assert gone and gone <= planned_keys and rows_at(spark, lake["uri"]) == rows_before
+    ledgered = {r["key"] for r in spark.read.format("delta").load(ledger).collect()}
+    assert ledgered == gone
+    assert (run.deleted_files, run.remaining_files) == (len(gone), run.planned_files - len(gone))
 
 
 @pytest.mark.slow

@@ -5,17 +5,20 @@ when the log moved), or Delta's own VACUUM followed by a check of which planned 
 gone (Delta swallows each file's delete error). Either way, every deleted object goes to the
 ledger, also when some deletes failed, and the counts are measured, never taken from the plan. On
 a versioned bucket the batch delete ledgers the delete marker DeleteObjects made for each key, so
-a restore removes exactly that marker.
+a restore removes exactly that marker. A deletes' job that fails or is cancelled as a whole (an
+interrupt) returns no outcomes: once its tasks have ended, which of the files it was sent are gone
+is checked, as after Delta's delete, and those are counted and ledgered.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime, timezone
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from core.errors import InventoryVacuumError, spark_error_summary
@@ -28,6 +31,11 @@ from vacuum.snapshot import latest_commit
 from vacuum.verify import still_present
 
 log = logging.getLogger("inventory_vacuum")
+
+# how long a failed or cancelled deletes' job may take to end its running tasks (a killed task's
+# Python worker is stopped after spark.python.task.killTimeout, 2 s by default) before what they
+# deleted is measured
+TASKS_END_TIMEOUT_SECONDS = 60.0
 
 
 def delete_batch(
@@ -48,7 +56,9 @@ def delete_batch(
     keeping "both plans" would keep all.
 
     With ``verify_existence``, the candidates that no longer exist are set aside first
-    (:func:`set_aside_gone`): S3 answers "Deleted" for a missing key.
+    (:func:`set_aside_gone`): S3 answers "Deleted" for a missing key. ``directory_objects``
+    (:func:`~vacuum.verify.directory_object_counts`) lets that check, and the one after a deletes'
+    job that failed as a whole, list a directory instead of asking for each file.
 
     ``release_plan`` drops the plan's cached frames; it is called once the deletes' outcomes are
     persisted, before the ledger is written (see :func:`_send_deletes`).
@@ -75,7 +85,7 @@ def delete_batch(
             cleanup.close()
             release_plan()
 
-        _send_deletes(ctx, confirmed, release)
+        _send_deletes(ctx, confirmed, release, directory_objects)
 
 
 def set_aside_gone(
@@ -118,13 +128,19 @@ def _ledger(ctx: TableContext, deleted: DataFrame, deleted_with: str) -> None:
         ctx.run.warnings.append(warning)
 
 
-def _send_deletes(ctx: TableContext, confirmed: DataFrame, release_plan: Callable[[], None]) -> None:
+def _send_deletes(
+    ctx: TableContext,
+    confirmed: DataFrame,
+    release_plan: Callable[[], None],
+    directory_objects: DataFrame | None = None,
+) -> None:
     """DeleteObjects for ``confirmed``; count per key what S3 deleted, ledger it, and fail the
     table with the first error when some keys could not be deleted.
 
     Everything after the deletes reads their persisted outcomes (each row carries its candidate's
     path and length), so the plan's cached frames are released first: their memory is the
-    deletes' and the ledger's.
+    deletes' and the ledger's. A deletes' job that fails or is cancelled as a whole leaves no
+    outcomes: :func:`_measure_cut_short` counts and ledgers what it deleted, then its error goes on.
     """
     run = ctx.run
     missing = {"path", "length"} - set(confirmed.columns)
@@ -135,7 +151,11 @@ def _send_deletes(ctx: TableContext, confirmed: DataFrame, release_plan: Callabl
     # from the first request on, until the outcomes are counted, what was deleted is not known
     # (not 0): also when the deletes' job fails or is cancelled part-way
     run.deleted_files = run.deleted_bytes = run.remaining_files = None
-    outcomes = delete_in_batches(confirmed)
+    try:
+        outcomes = delete_in_batches(confirmed)
+    except Exception:  # failed or cancelled as a whole (on an interrupt, PySpark cancels every job)
+        _measure_cut_short(ctx, confirmed, directory_objects)
+        raise
     try:
         try:
             release_plan()
@@ -182,6 +202,81 @@ def _send_deletes(ctx: TableContext, confirmed: DataFrame, release_plan: Callabl
         )
 
 
+def _measure_cut_short(ctx: TableContext, confirmed: DataFrame, directory_objects: DataFrame | None) -> None:
+    """After a deletes' job that ended without outcomes: once its tasks have ended, count the files
+    of ``confirmed`` that are gone, as deleted (S3 answers "Deleted" for a key already gone, so the
+    outcomes would have counted those too), and ledger them without a delete marker's version id
+    (a restore takes the marker made in the delete's time window). When this cannot be measured,
+    the counts stay unknown and the reason says so (:func:`vacuum.runner.vacuum_table`)."""
+    run = ctx.run
+    ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
+    try:
+        present = still_present(confirmed, directory_objects).select("bucket", "key").persist()
+    except Exception as error:
+        log.warning(
+            "%s: the deletes' job ended without outcomes, and which files it deleted could not be "
+            "measured: %s",
+            ctx.table.name,
+            spark_error_summary(error),
+        )
+        return
+    try:
+        gone = (
+            confirmed.join(present, ["bucket", "key"], "left_anti")
+            .select(reported_path().alias("path"), "bucket", "key", "length")
+            .cache()
+        )
+        try:
+            row = gone.agg(
+                F.count(F.lit(1)).alias("files"),
+                F.sum("length").alias("bytes"),
+                F.count(F.when(F.col("length").isNull(), 1)).alias("unsized"),
+            ).first()
+            assert row is not None
+            remaining = present.count()
+            run.deleted_files, run.remaining_files = int(row["files"]), remaining
+            run.deleted_bytes = (row["bytes"] or 0) if row["unsized"] == 0 else None
+            run.warnings.append(
+                f"the deletes' job ended before its outcomes were read (it failed or was cancelled): "
+                f"{run.deleted_files} of the {run.deleted_files + remaining} file(s) sent to it were "
+                "gone after it, counted by checking each one"
+                + (
+                    ""
+                    if ended
+                    else f", while some of its tasks still ran after {TASKS_END_TIMEOUT_SECONDS:g} s"
+                )
+                + ", and ledgered without their delete markers' version ids (a restore takes the "
+                "marker made while the deletes ran)"
+            )
+            if ctx.ledger and run.deleted_files:
+                _ledger(ctx, gone, "batch")
+        finally:
+            gone.unpersist()
+    finally:
+        present.unpersist()
+
+
+def _tasks_ended(spark: SparkSession, timeout: float) -> bool:
+    """Wait until no job of the calling thread's job group has a running task (a cancelled job's
+    tasks may still be sending requests); False when some still run after ``timeout`` seconds."""
+    context = spark.sparkContext
+    tracker = context.statusTracker()
+    group = context.getLocalProperty("spark.jobGroup.id")
+    deadline = time.monotonic() + timeout
+    while True:
+        running = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                running += stage.numActiveTasks if stage is not None else 0
+        if not running:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
 def measure_delta_deletes(
     ctx: TableContext,
     planned: DataFrame,
@@ -197,6 +292,8 @@ def measure_delta_deletes(
     asking for each file; ``sized``: the plan's lengths are known (an inventory plan).
     """
     run = ctx.run
+    if not fail_on_remaining:  # Delta failed or was cancelled part-way: its running tasks end first
+        _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
     try:
         remaining = still_present(planned, directory_objects).select("bucket", "key").persist()
     except Exception as error:

@@ -485,9 +485,11 @@ def _vacuum(ctx: TableContext) -> None:
         ctx.refuse_if_stopped("its deletes")
         unsize_shuffles(spark)
         verify_existence = options.verifies_existence(run.delete_with, on_s3=location.is_s3)
-        existing = None
-        if verify_existence:
-            existing = directory_object_counts(slice_frame) if slice_frame is not None else None
+        # how many objects each directory held: the checks of which files exist (before the
+        # deletes, with verify_existence, and after a delete that failed) list a directory when that
+        # is fewer requests than asking for each file
+        directories = directory_object_counts(slice_frame) if slice_frame is not None else None
+        existing = directories if verify_existence else None
         name_jobs(spark, "delete")
         if run.delete_with == DeleteWith.DELTA:
             if verify_existence:
@@ -496,7 +498,7 @@ def _vacuum(ctx: TableContext) -> None:
             real_sql = vacuum_sql(
                 state, mode=options.mode, retention_hours=retain_argument, dry_run=False, inventory_view=view
             )
-            counts = directory_object_counts(slice_frame) if slice_frame is not None else None
+            counts = directories
             ctx.refuse_if_stopped("Delta's delete")
             ctx.delete_started_at = datetime.now(timezone.utc)
             try:
@@ -514,7 +516,7 @@ def _vacuum(ctx: TableContext) -> None:
                 planned,
                 plan_sql,
                 verify_existence=verify_existence,
-                directory_objects=existing,
+                directory_objects=directories,
                 release_plan=cleanup.close,
             )
 
