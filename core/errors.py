@@ -43,6 +43,17 @@ class VacuumRefused(InventoryVacuumError):
     """A safety gate refused to vacuum a table; the message is the reason."""
 
 
+class RunInterrupted(InventoryVacuumError):
+    """The run was interrupted (Ctrl-C) and stopped early; ``result`` is what it did until then
+    (a :class:`vacuum.results.VacuumResult`), already in the run history."""
+
+    exit_code = 130  # a shell's code for a command ended by SIGINT
+
+    def __init__(self, message: str, result: object) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 _PY4J_CALL = re.compile(r"An error occurred while calling [\w$.:]+\.?$")  # o73.orc, z:pkg.Class.method
 
 

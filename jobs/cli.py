@@ -91,6 +91,9 @@ def _run_parsed(args: argparse.Namespace, out: TextIO, log_path: str | None = No
         print(f"inventory-vacuum {args.command}: error: {error}", file=sys.stderr)
         named = bool(log_path) and str(log_path) in str(error)
         code = error.exit_code
+    except KeyboardInterrupt:  # Ctrl-C outside a vacuum run's tables (which report theirs)
+        print(f"inventory-vacuum {args.command}: interrupted", file=sys.stderr)
+        code = 130
     finally:
         if code != 0 and log_path and not named and os.path.exists(log_path) and os.path.getsize(log_path):
             print(f"inventory-vacuum {args.command}: the log is in {log_path}", file=sys.stderr)

@@ -857,3 +857,51 @@ def test_empty_folder_markers_past_the_retention_go_as_delta_would_delete_them(
     ledgered = {r["path"] for r in spark.read.format("delta").load(ledger).select("path").collect()}
     assert ledgered == planned
     assert rows_at(spark, uri) == rows_before
+
+
+def test_an_interrupted_run_records_every_table_and_exits_130(spark, s3, lake, monkeypatch, capsys):
+    """Ctrl-C while a table runs: that table deletes nothing (refused before its gates), the tables
+    not yet begun never begin, and every table's outcome still goes to the history, the report and
+    the output, with one line saying what the run did, and exit code 130."""
+    import os
+    import signal
+
+    from core.tables import ToolTables
+    from vacuum import runner
+    from vacuum.runner import NOT_BEGUN
+
+    second = make_table(spark, lake["bucket"], "second")
+    registry = registry_file(lake["tmp"], {"events": lake["uri"], "second": second})
+    report = lake["tmp"] / "report.json"
+    before = keys_of(s3, lake["bucket"])
+    loaded = runner.load_table_state
+
+    def interrupted_while_loading(session, uri):  # Ctrl-C reaches the main thread meanwhile
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+        return loaded(session, uri)
+
+    monkeypatch.setattr(runner, "load_table_state", interrupted_while_loading)
+    try:
+        code, text = cli(
+            "vacuum", "--inventory-table", lake["inventory"], "--tables", registry,
+            "--delete-with", "batch", "--parallel", "1", "--report", str(report), "--json",
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt escaped the command")
+    history = ToolTables.beside(lake["inventory"], vacuum_runs=None, vacuum_deletions=None).vacuum_runs
+    assert code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "inventory-vacuum vacuum: error: interrupted: 1 of the run's 2 table(s) had begun; nothing "
+        f"deleted; every table's outcome is in the history {history}"
+    )
+    shown, written = json.loads(text), json.loads(report.read_text())
+    assert shown == written
+    outcomes = {t["name"]: (t["status"], t["reason"]) for t in written["tables"]}
+    assert outcomes == {
+        "events": ("refused", "the run stopped (interrupted or failed) before its gates: nothing deleted"),
+        "second": ("refused", NOT_BEGUN),
+    }
+    rows = spark.read.format("delta").load(history).where(f"run_id = '{written['run_id']}'").collect()
+    assert sorted((r["table"], r["status"]) for r in rows) == [("events", "refused"), ("second", "refused")]
+    assert keys_of(s3, lake["bucket"]) == before

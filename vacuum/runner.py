@@ -22,23 +22,29 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from core.errors import InventoryTableError, InventoryVacuumError, VacuumRefused, spark_error_summary
+from core.errors import (
+    InventoryTableError,
+    InventoryVacuumError,
+    RunInterrupted,
+    VacuumRefused,
+    spark_error_summary,
+)
 from core.paths import StorageLocation
 from core.registry import RegisteredTable
 from core.s3 import bucket_versioning, describe
 from core.session import codegen_set_by_user, job_group, jvm_delta_version, name_jobs, version_tuple
 from core.tables import read_inventory, snapshot_sized_by_user
 from vacuum import gates
+from vacuum.candidates import CANDIDATES_SCHEMA, to_arrow
 from vacuum.context import DeleteWith, Mode, RunContext, Status, TableContext, VacuumOptions
 from vacuum.deletion import delete_batch, measure_delta_deletes, set_aside_gone
 from vacuum.history import record_vacuum_runs
@@ -87,12 +93,7 @@ PLAN_SKIPPED = (
     "the retention window needs, logged by a plain path, so Delta can name nothing to delete"
 )
 
-# the candidate list --candidates writes: one row per planned file
-CANDIDATES_SCHEMA = pa.schema(
-    [("table", pa.string()), ("path", pa.string()), ("length", pa.int64()), ("partition", pa.string())]
-)
-
-__all__ = ["VacuumOptions", "vacuum_table", "vacuum_tables", "write_candidates"]
+__all__ = ["VacuumOptions", "vacuum_table", "vacuum_tables"]
 
 
 def vacuum_tables(
@@ -123,6 +124,7 @@ def vacuum_tables(
     sized_by_user = snapshot_sized_by_user(spark)
     codegen_by_user = codegen_set_by_user(spark)
     figures = None
+    interrupted: _Interrupted | None = None
     try:
         try:
             if options.inventory_table and version is not None:
@@ -130,6 +132,8 @@ def vacuum_tables(
                 if len(tables) > 1:
                     figures.join()  # a run of many tables: its figures first (see _start_run_figures)
             runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user)
+        except _Interrupted as stop:
+            runs, interrupted = stop.runs, stop
         except BaseException:
             context.stopped.set()  # the run ends early: the figures read no further bucket
             raise
@@ -140,7 +144,38 @@ def vacuum_tables(
         context.release_all_rows()  # the small tables' rows read together, whatever stopped the run
     if options.history_table:
         record_vacuum_runs(spark, options.history_table, run_id, runs)
-    return VacuumResult(runs, run_id)
+    result = VacuumResult(runs, run_id)
+    if interrupted is not None:
+        raise RunInterrupted(_interrupted(runs, options.history_table), result) from interrupted.__cause__
+    return result
+
+
+# the reason of a table an interrupted run never began
+NOT_BEGUN = "the run was interrupted before this table began: nothing deleted"
+
+
+class _Interrupted(Exception):
+    """:func:`_run_tables` was interrupted: ``runs`` holds every table's outcome (those never begun
+    refused with :data:`NOT_BEGUN`)."""
+
+    def __init__(self, runs: list[TableRun]) -> None:
+        super().__init__("interrupted")
+        self.runs = runs
+
+
+def _interrupted(runs: Sequence[TableRun], history_table: str | None) -> str:
+    """The one line of an interrupted run: how many tables began, what they deleted (as measured),
+    and where their outcomes are recorded."""
+    begun = sum(1 for r in runs if r.reason != NOT_BEGUN)
+    line = f"interrupted: {begun} of the run's {len(runs)} table(s) had begun"
+    if any(r.deleted_files is None for r in runs):
+        line += "; what some of them deleted is unknown (see their reasons)"
+    else:
+        deleted = sum(r.deleted_files or 0 for r in runs)
+        line += f"; {deleted} file(s) deleted" if deleted else "; nothing deleted"
+    if history_table:
+        line += f"; every table's outcome is in the history {history_table}"
+    return line
 
 
 def _start_run_figures(
@@ -233,13 +268,44 @@ def _run_tables(
                 gc.collect()
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
+        futures = [pool.submit(run_one, table) for table in tables]
         try:
-            return list(pool.map(run_one, tables))
-        except BaseException:
-            # the run ends (an interrupt: Ctrl-C, on which PySpark cancels the running Spark jobs):
-            # the pool waits for its running tables, and none that has not begun deleting begins
+            return [future.result() for future in futures]
+        except KeyboardInterrupt as interrupt:
+            # Ctrl-C, on which PySpark cancels the running Spark jobs: the tables not begun do not
+            # begin, the running ones end (none that has not begun deleting begins; one whose
+            # deletes began measures them), and every table's outcome is kept
             context.stopped.set()
+            for future in futures:
+                future.cancel()
+            wait(futures)
+            raise _Interrupted(
+                [
+                    _outcome(future, table, options, context)
+                    for future, table in zip(futures, tables, strict=True)
+                ]
+            ) from interrupt
+        except BaseException:
+            context.stopped.set()  # the pool waits for its running tables
             raise
+
+
+def _outcome(
+    future: Future[TableRun], table: RegisteredTable, options: VacuumOptions, context: RunContext
+) -> TableRun:
+    """The table's run, or for a table an interrupted run never began, a refusal that says so."""
+    if not future.cancelled():
+        return future.result()  # vacuum_table never raises
+    return TableRun(
+        name=table.name,
+        path=table.path,
+        status=Status.REFUSED,
+        reason=NOT_BEGUN,
+        mode=options.mode,
+        dry_run=options.dry_run,
+        delete_with=options.delete_path(table.location),
+        inventory_version=context.inventory_version,
+    )
 
 
 def _read_run_figures(
@@ -474,7 +540,7 @@ def _vacuum(ctx: TableContext) -> None:
             name_jobs(spark, "summary")
             _summarise(planned, run)
         if options.collect_candidates:
-            run.candidates = _to_arrow(
+            run.candidates = to_arrow(
                 planned.select(
                     F.lit(table.name).alias("table"), reported_path().alias("path"), "length", "partition"
                 )
@@ -564,32 +630,3 @@ def _bucket_versioning(bucket: str) -> str | None:
         raise VacuumRefused(
             f"cannot read the versioning state of bucket {bucket}: {describe(error)}"
         ) from None
-
-
-def _to_arrow(frame: DataFrame) -> pa.Table:
-    """The frame as an Arrow table: ``DataFrame.toArrow`` (Spark 4.0 on); on Spark 3.5 the same
-    Arrow batches, through the call ``toPandas`` makes."""
-    if hasattr(frame, "toArrow"):
-        return frame.toArrow()
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    batches = frame._collect_as_arrow()  # type: ignore[operator]  # pyspark 4.2 types it as a Column
-    return pa.Table.from_batches(batches, schema=to_arrow_schema(frame.schema))
-
-
-def write_candidates(runs: Sequence[TableRun], path: str) -> int:
-    """Write every table's candidate list to one local ``.parquet`` or ``.csv`` file."""
-    import pyarrow.csv as pa_csv
-    import pyarrow.parquet as pq
-
-    tables = [r.candidates for r in runs if r.candidates is not None]
-    combined = (
-        pa.concat_tables([t.cast(CANDIDATES_SCHEMA) for t in tables])
-        if tables
-        else CANDIDATES_SCHEMA.empty_table()
-    )
-    if path.endswith(".csv"):
-        pa_csv.write_csv(combined, path)
-    else:
-        pq.write_table(combined, path)
-    return combined.num_rows

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-from core.errors import UsageError
+from core.errors import RunInterrupted, UsageError
 from jobs import params
 from jobs.commands.common import check_writable, protected_paths, run_id
 from jobs.output import Output
+
+if TYPE_CHECKING:
+    from vacuum.results import VacuumResult
 
 NAME = "vacuum"
 SUMMARY = "vacuum registered Delta tables using the inventory (dry run first)"
@@ -45,7 +49,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     from core.registry import load_registry
     from core.session import build_spark_session
     from core.tables import ToolTables
-    from vacuum.runner import VacuumOptions, vacuum_tables, write_candidates
+    from vacuum.results import VacuumResult
+    from vacuum.runner import VacuumOptions, vacuum_tables
 
     if args.mode in ("list", "lite") and args.delete_with == "batch":
         raise UsageError("--delete-with batch needs --mode inventory or flat")
@@ -91,11 +96,24 @@ def run(args: argparse.Namespace, output: Output) -> int:
     )
     # one table's vacuum is a short-lived JVM: C1 only (core.session.QUICK_JIT_OPTION)
     spark = build_spark_session("inventory-vacuum vacuum", short_run=len(tables) == 1)
-    result = vacuum_tables(spark, tables, options, run_id=run_id())
+    try:
+        result = vacuum_tables(spark, tables, options, run_id=run_id())
+    except RunInterrupted as interrupted:
+        # what the tables did until the interrupt is written and shown as after any run; the
+        # interrupt's one line follows (exit 130)
+        assert isinstance(interrupted.result, VacuumResult)
+        _write_and_show(args, interrupted.result, output)
+        raise
+    _write_and_show(args, result, output)
+    return 0 if result.ok else 1
+
+
+def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Output) -> None:
+    from vacuum.candidates import write_candidates
+
     if args.candidates:
         write_candidates(result.tables, args.candidates)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as report:
             json.dump(result.to_dict(), report, indent=2, default=str)
     output.show(NAME, result)
-    return 0 if result.ok else 1
