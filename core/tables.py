@@ -298,14 +298,15 @@ def delta_table_exists(spark: SparkSession, location: str) -> bool:
 
 def append_run_rows(
     spark: SparkSession, location: str, schema: StructType, run_id: str, records: Sequence[Mapping[str, Any]]
-) -> None:
-    """Append one row per record (plus ``run_id`` and ``run_at``) to the Delta table at ``location``.
+) -> bool:
+    """Append one row per record (plus ``run_id`` and ``run_at``) to the Delta table at ``location``;
+    whether they were appended (a failure is logged, not raised).
 
     Records may hold more keys than the schema (ignored) and ISO strings for dates and
     timestamps (parsed). The table is created on first use.
     """
     if not records:
-        return
+        return True
     run_at = datetime.now(timezone.utc)
     rows = [
         tuple(_typed({"run_id": run_id, "run_at": run_at, **record}.get(f.name), f.dataType) for f in schema)
@@ -325,6 +326,8 @@ def append_run_rows(
             location,
             spark_error_summary(error),
         )
+        return False
+    return True
 
 
 def _is_history_table(spark: SparkSession, location: str) -> bool:

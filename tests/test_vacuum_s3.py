@@ -868,7 +868,7 @@ def test_an_interrupted_run_records_every_table_and_exits_130(spark, s3, lake, m
 
     from core.tables import ToolTables
     from vacuum import runner
-    from vacuum.runner import NOT_BEGUN
+    from vacuum.interrupt import NOT_BEGUN
 
     second = make_table(spark, lake["bucket"], "second")
     registry = registry_file(lake["tmp"], {"events": lake["uri"], "second": second})

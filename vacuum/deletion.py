@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime, timezone
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,11 +27,12 @@ from vacuum.context import TableContext
 from vacuum.execute import delete_in_batches
 from vacuum.ledger import ALREADY_GONE, record_deletions
 from vacuum.plan import dry_run_candidates, reported_path
-from vacuum.results import KEPT_NOT_SENDABLE
+from vacuum.results import KEPT_NOT_SENDABLE, TableRun
 from vacuum.snapshot import latest_commit
 from vacuum.verify import still_present
 
 log = logging.getLogger("inventory_vacuum")
+T = TypeVar("T")
 
 # how long a failed or cancelled deletes' job may take to end its running tasks (a killed task's
 # Python worker is stopped after spark.python.task.killTimeout, 2 s by default) before what they
@@ -112,7 +114,9 @@ def set_aside_gone(
         candidates.unpersist()
 
 
-def _ledger(ctx: TableContext, deleted: DataFrame, deleted_with: str) -> None:
+def _ledger(
+    ctx: TableContext, deleted: DataFrame, deleted_with: str, deleted_at: datetime | None = None
+) -> None:
     """Append ``deleted`` to the ledger; a failure to do so becomes the table's warning."""
     assert ctx.ledger is not None
     warning = record_deletions(
@@ -123,6 +127,7 @@ def _ledger(ctx: TableContext, deleted: DataFrame, deleted_with: str) -> None:
         table=ctx.table.name,
         deleted_with=deleted_with,
         delete_started_at=ctx.delete_started_at,
+        deleted_at=deleted_at,
     )
     if warning:
         ctx.run.warnings.append(warning)
@@ -169,29 +174,30 @@ def _send_deletes(
         deleted = outcomes.where(keys & F.col("deleted")).select(
             reported_path().alias("path"), "bucket", "key", "length", "delete_marker_version_id"
         )
-        # one job over the persisted outcomes: every figure, and the first error
-        row = outcomes.agg(
-            F.count(F.when(keys & F.col("deleted"), 1)).alias("deleted"),
-            F.count(F.when(keys & ~F.col("deleted"), 1)).alias("failed"),
-            F.count(F.when(keys & F.col("error").contains("XML body"), 1)).alias("not_sendable"),
-            F.first(F.when(keys & ~F.col("deleted"), F.col("error")), ignorenulls=True).alias("first_error"),
-            F.coalesce(F.sum("requests"), F.lit(0)).alias("requests"),
-            F.coalesce(F.sum(F.when(keys & F.col("deleted"), F.col("length"))), F.lit(0)).alias("bytes"),
-            # a deleted object of unknown length (a listing plan): the bytes are unknown, not 0
-            F.count(F.when(keys & F.col("deleted") & F.col("length").isNull(), 1)).alias("unsized"),
-        ).first()
+        # one job over the persisted outcomes: every figure, and the first error (run once more
+        # when the interrupt that stops a run cancelled it: PySpark cancels the jobs running when
+        # Ctrl-C comes, and what was deleted must still be counted and ledgered)
+        row = _again_if_cancelled(
+            lambda: outcomes.agg(
+                F.count(F.when(keys & F.col("deleted"), 1)).alias("deleted"),
+                F.count(F.when(keys & ~F.col("deleted"), 1)).alias("failed"),
+                F.count(F.when(keys & F.col("error").contains("XML body"), 1)).alias("not_sendable"),
+                F.first(F.when(keys & ~F.col("deleted"), F.col("error")), ignorenulls=True).alias(
+                    "first_error"
+                ),
+                F.coalesce(F.sum("requests"), F.lit(0)).alias("requests"),
+                F.coalesce(F.sum(F.when(keys & F.col("deleted"), F.col("length"))), F.lit(0)).alias("bytes"),
+                # a deleted object of unknown length (a listing plan): the bytes are unknown, not 0
+                F.count(F.when(keys & F.col("deleted") & F.col("length").isNull(), 1)).alias("unsized"),
+            ).first()
+        )
         assert row is not None
         run.delete_requests = int(row["requests"])
         run.deleted_files = int(row["deleted"])
         run.remaining_files = int(row["failed"])
         run.deleted_bytes = row["bytes"] if row["unsized"] == 0 else None
         run.keep(KEPT_NOT_SENDABLE, int(row["not_sendable"]))
-        dropped = run.planned_files - run.deleted_files - run.remaining_files - (run.already_gone_files or 0)
-        if dropped:
-            run.warnings.append(
-                f"{dropped} candidate(s) dropped: not in the plan made again after a commit since "
-                "planning (live again, or kept by a changed retention)"
-            )
+        _warn_of_dropped(run)
         if ctx.ledger and run.deleted_files:
             _ledger(ctx, deleted, "batch")
     finally:
@@ -199,6 +205,29 @@ def _send_deletes(
     if run.remaining_files:
         raise InventoryVacuumError(
             f"{run.remaining_files} object(s) could not be deleted; first error: {row['first_error']}"
+        )
+
+
+def _again_if_cancelled(step: Callable[[], T]) -> T:
+    """``step``, once more when its Spark job was cancelled (see :func:`_send_deletes`)."""
+    try:
+        return step()
+    except Exception as error:
+        if "cancel" not in str(error).lower():
+            raise
+        log.warning("a job reading the deletes' outcomes was cancelled; running it again")
+        return step()
+
+
+def _warn_of_dropped(run: TableRun) -> None:
+    """The planned files neither deleted, remaining nor already gone: a re-plan dropped them."""
+    if run.deleted_files is None or run.remaining_files is None:
+        return
+    dropped = run.planned_files - run.deleted_files - run.remaining_files - (run.already_gone_files or 0)
+    if dropped:
+        run.warnings.append(
+            f"{dropped} candidate(s) dropped: not in the plan made again after a commit since "
+            "planning (live again, or kept by a changed retention)"
         )
 
 
@@ -210,67 +239,80 @@ def _measure_cut_short(ctx: TableContext, confirmed: DataFrame, directory_object
     the counts stay unknown and the reason says so (:func:`vacuum.runner.vacuum_table`)."""
     run = ctx.run
     ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
+    ended_at = datetime.now(timezone.utc)  # every request of the job was sent before this
+    frames: list[DataFrame] = []
     try:
         present = still_present(confirmed, directory_objects).select("bucket", "key").persist()
-    except Exception as error:
-        log.warning(
-            "%s: the deletes' job ended without outcomes, and which files it deleted could not be "
-            "measured: %s",
-            ctx.table.name,
-            spark_error_summary(error),
-        )
-        return
-    try:
+        frames.append(present)
         gone = (
             confirmed.join(present, ["bucket", "key"], "left_anti")
             .select(reported_path().alias("path"), "bucket", "key", "length")
             .cache()
         )
-        try:
-            row = gone.agg(
-                F.count(F.lit(1)).alias("files"),
-                F.sum("length").alias("bytes"),
-                F.count(F.when(F.col("length").isNull(), 1)).alias("unsized"),
-            ).first()
-            assert row is not None
-            remaining = present.count()
-            run.deleted_files, run.remaining_files = int(row["files"]), remaining
-            run.deleted_bytes = (row["bytes"] or 0) if row["unsized"] == 0 else None
-            run.warnings.append(
-                f"the deletes' job ended before its outcomes were read (it failed or was cancelled): "
-                f"{run.deleted_files} of the {run.deleted_files + remaining} file(s) sent to it were "
-                "gone after it, counted by checking each one"
-                + (
-                    ""
-                    if ended
-                    else f", while some of its tasks still ran after {TASKS_END_TIMEOUT_SECONDS:g} s"
-                )
-                + ", and ledgered without their delete markers' version ids (a restore takes the "
-                "marker made while the deletes ran)"
+        frames.append(gone)
+        row = gone.agg(
+            F.count(F.lit(1)).alias("files"),
+            F.sum("length").alias("bytes"),
+            F.count(F.when(F.col("length").isNull(), 1)).alias("unsized"),
+        ).first()
+        assert row is not None
+        remaining = present.count()
+    except Exception as error:  # the job's own error is the table's reason: this one is a warning
+        for frame in frames:
+            frame.unpersist()
+        run.warnings.append(
+            "the deletes' job ended before its outcomes were read (it failed or was cancelled), and "
+            f"which files it deleted could not be checked: {spark_error_summary(error)}"
+        )
+        return
+    try:
+        run.deleted_files = int(row["files"])
+        run.deleted_bytes = (row["bytes"] or 0) if row["unsized"] == 0 else None
+        run.remaining_files = remaining if ended else None
+        run.delete_requests = None  # sent by the job's tasks, whose counts it did not return
+        run.warnings.append(
+            "the deletes' job ended before its outcomes were read (it failed or was cancelled): "
+            f"after it, {run.deleted_files} of the {run.deleted_files + remaining} file(s) it was "
+            f"given were gone and {remaining} still there, checked per directory (a HEAD per file "
+            "or one LIST); the gone ones are counted as deleted and ledgered without their delete "
+            "markers' version ids (as in any batch delete, a file someone else deleted since the "
+            "inventory counts too)"
+            + (
+                ""
+                if ended
+                else f"; some of its tasks still ran {TASKS_END_TIMEOUT_SECONDS:g} s after it ended, so "
+                "files they deleted after the check are in neither the count nor the ledger, and how "
+                "many remain is unknown"
             )
-            if ctx.ledger and run.deleted_files:
-                _ledger(ctx, gone, "batch")
-        finally:
-            gone.unpersist()
+        )
+        _warn_of_dropped(run)
+        if ctx.ledger and run.deleted_files:
+            _ledger(ctx, gone, "batch", deleted_at=ended_at)
     finally:
-        present.unpersist()
+        for frame in frames:
+            frame.unpersist()
 
 
 def _tasks_ended(spark: SparkSession, timeout: float) -> bool:
-    """Wait until no job of the calling thread's job group has a running task (a cancelled job's
-    tasks may still be sending requests); False when some still run after ``timeout`` seconds."""
+    """Wait until the calling thread's job group has no running job, then no running task (a
+    cancelled job's tasks may still be sending requests); False when some still run after
+    ``timeout`` seconds. Spark records a job's end after its stages' completion, which records
+    their exact count of running tasks; each later task end lowers it, and its reaching 0 is
+    recorded at once. Without a job group, every running stage of the application counts."""
     context = spark.sparkContext
     tracker = context.statusTracker()
     group = context.getLocalProperty("spark.jobGroup.id")
     deadline = time.monotonic() + timeout
     while True:
-        running = 0
-        for job_id in tracker.getJobIdsForGroup(group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job is not None else ():
-                stage = tracker.getStageInfo(stage_id)
-                running += stage.numActiveTasks if stage is not None else 0
-        if not running:
+        if group is None:
+            jobs_running, stage_ids = False, list(tracker.getActiveStageIds())
+        else:
+            jobs = [tracker.getJobInfo(job_id) for job_id in tracker.getJobIdsForGroup(group)]
+            jobs_running = any(job is not None and job.status == "RUNNING" for job in jobs)
+            stage_ids = [stage_id for job in jobs if job is not None for stage_id in job.stageIds]
+        stages = [tracker.getStageInfo(stage_id) for stage_id in stage_ids]
+        running = sum(stage.numActiveTasks for stage in stages if stage is not None)
+        if not jobs_running and not running:
             return True
         if time.monotonic() >= deadline:
             return False
@@ -294,9 +336,17 @@ def measure_delta_deletes(
     run = ctx.run
     if not fail_on_remaining:  # Delta failed or was cancelled part-way: its running tasks end first
         _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
-    try:
+    frames: list[DataFrame] = []
+    try:  # the checks run in the aggregation's job: a failure of theirs is caught here too
         remaining = still_present(planned, directory_objects).select("bucket", "key").persist()
+        frames.append(remaining)
+        deleted = planned.join(remaining, ["bucket", "key"], "left_anti").cache()
+        frames.append(deleted)
+        row = deleted.agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes")).first()
+        assert row is not None
     except Exception as error:
+        for frame in frames:
+            frame.unpersist()
         run.deleted_files = run.deleted_bytes = run.remaining_files = None
         run.warnings.append(
             f"Delta's VACUUM ran, but which of the {run.planned_files} planned files are gone could not be "
@@ -304,17 +354,14 @@ def measure_delta_deletes(
         )
         return
     try:
-        deleted = planned.join(remaining, ["bucket", "key"], "left_anti").cache()
-        row = deleted.agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes")).first()
-        assert row is not None
         run.deleted_files = int(row["files"])
         run.deleted_bytes = row["bytes"] if sized else None
         run.remaining_files = run.planned_files - (run.already_gone_files or 0) - run.deleted_files
         if ctx.ledger and run.deleted_files:
             _ledger(ctx, deleted, "delta")
-        deleted.unpersist()
     finally:
-        remaining.unpersist()
+        for frame in frames:
+            frame.unpersist()
     if run.remaining_files and fail_on_remaining:
         raise InventoryVacuumError(
             f"Delta's VACUUM left {run.remaining_files} of the {run.planned_files} planned file(s) in place "

@@ -109,7 +109,11 @@ def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: in
     outcomes = spark.createDataFrame(keyed.rdd.mapPartitions(run), OUTCOME_SCHEMA).persist(
         StorageLevel.MEMORY_AND_DISK
     )
-    outcomes.count()
+    try:
+        outcomes.count()
+    except BaseException:
+        outcomes.unpersist()
+        raise
     return outcomes
 
 

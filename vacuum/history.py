@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from vacuum.results import TableRun
 
 
-def record_vacuum_runs(spark: SparkSession, location: str, run_id: str, runs: Sequence[TableRun]) -> None:
-    """Append one ``vacuum_runs`` row per table of this run."""
+def record_vacuum_runs(spark: SparkSession, location: str, run_id: str, runs: Sequence[TableRun]) -> bool:
+    """Append one ``vacuum_runs`` row per table of this run; whether they were appended."""
     records = [{**r.to_dict(), "table": r.name, "retention_hours": r.retention_hours_effective} for r in runs]
-    append_run_rows(spark, location, VACUUM_RUNS_SCHEMA, run_id, records)
+    return append_run_rows(spark, location, VACUUM_RUNS_SCHEMA, run_id, records)

@@ -90,10 +90,12 @@ def record_deletions(
     table: str,
     deleted_with: str,
     delete_started_at: datetime | None = None,
+    deleted_at: datetime | None = None,
 ) -> str | None:
     """Append one row per deleted object (``deleted`` has ``path, bucket, key, length``, and
     ``delete_marker_version_id`` when the delete named the markers it made). ``delete_started_at``:
     when the table's delete step began; every marker of its deletes was made after it.
+    ``deleted_at``: when the deletes had all been sent (default: the time of the append).
 
     Returns a warning when the ledger could not be written (the objects are gone either way).
     """
@@ -108,7 +110,7 @@ def record_deletions(
         "key",
         (F.lit(None) if deleted_with == ALREADY_GONE else F.col("length")).cast("long").alias("length"),
         F.lit(deleted_with).alias("deleted_with"),
-        F.current_timestamp().alias("deleted_at"),
+        (F.lit(deleted_at).cast("timestamp") if deleted_at else F.current_timestamp()).alias("deleted_at"),
         marker.cast("string").alias("delete_marker_version_id"),
         F.lit(None).cast("string").alias("restored_by"),
         F.lit(None).cast("timestamp").alias("restored_at"),
@@ -141,7 +143,10 @@ def _append(spark: SparkSession, location: str, rows: DataFrame) -> str | None:
             return None
         except Exception as error:
             last_error = spark_error_summary(error)
-            if not any(word in last_error for word in ("Concurrent", "CONCURRENT", "PROTOCOL_CHANGED")):
+            # an append cancelled by the interrupt that stops a run (PySpark cancels the jobs running
+            # when Ctrl-C comes) commits nothing, and the deletes must still be ledgered
+            retried = ("Concurrent", "CONCURRENT", "PROTOCOL_CHANGED", "cancelled", "CANCELLED")
+            if not any(word in last_error for word in retried):
                 break
             time.sleep(0.5 * 2**attempt)
     message = f"could not append to the deletion ledger {location}: {last_error}"

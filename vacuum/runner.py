@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from functools import partial
@@ -48,6 +48,7 @@ from vacuum.candidates import CANDIDATES_SCHEMA, to_arrow
 from vacuum.context import DeleteWith, Mode, RunContext, Status, TableContext, VacuumOptions
 from vacuum.deletion import delete_batch, measure_delta_deletes, set_aside_gone
 from vacuum.history import record_vacuum_runs
+from vacuum.interrupt import Interrupted, interrupted_line, not_begun, outcome, wait_for_running
 from vacuum.inventory_slice import gated_slice, inventory_version
 from vacuum.ledger import ensure_ledger
 from vacuum.listing_mode import checked_listing_plan
@@ -124,7 +125,7 @@ def vacuum_tables(
     sized_by_user = snapshot_sized_by_user(spark)
     codegen_by_user = codegen_set_by_user(spark)
     figures = None
-    interrupted: _Interrupted | None = None
+    interrupted: BaseException | None = None
     try:
         try:
             if options.inventory_table and version is not None:
@@ -132,8 +133,11 @@ def vacuum_tables(
                 if len(tables) > 1:
                     figures.join()  # a run of many tables: its figures first (see _start_run_figures)
             runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user)
-        except _Interrupted as stop:
-            runs, interrupted = stop.runs, stop
+        except Interrupted as stop:
+            runs, interrupted = stop.runs, stop.__cause__
+        except KeyboardInterrupt as interrupt:  # while the run's figures were read: no table began
+            context.stopped.set()
+            runs, interrupted = [not_begun(table, options, context) for table in tables], interrupt
         except BaseException:
             context.stopped.set()  # the run ends early: the figures read no further bucket
             raise
@@ -142,40 +146,13 @@ def vacuum_tables(
                 figures.join()
     finally:
         context.release_all_rows()  # the small tables' rows read together, whatever stopped the run
-    if options.history_table:
-        record_vacuum_runs(spark, options.history_table, run_id, runs)
+    recorded = None
+    if options.history_table and record_vacuum_runs(spark, options.history_table, run_id, runs):
+        recorded = options.history_table
     result = VacuumResult(runs, run_id)
     if interrupted is not None:
-        raise RunInterrupted(_interrupted(runs, options.history_table), result) from interrupted.__cause__
+        raise RunInterrupted(interrupted_line(runs, recorded), result) from interrupted
     return result
-
-
-# the reason of a table an interrupted run never began
-NOT_BEGUN = "the run was interrupted before this table began: nothing deleted"
-
-
-class _Interrupted(Exception):
-    """:func:`_run_tables` was interrupted: ``runs`` holds every table's outcome (those never begun
-    refused with :data:`NOT_BEGUN`)."""
-
-    def __init__(self, runs: list[TableRun]) -> None:
-        super().__init__("interrupted")
-        self.runs = runs
-
-
-def _interrupted(runs: Sequence[TableRun], history_table: str | None) -> str:
-    """The one line of an interrupted run: how many tables began, what they deleted (as measured),
-    and where their outcomes are recorded."""
-    begun = sum(1 for r in runs if r.reason != NOT_BEGUN)
-    line = f"interrupted: {begun} of the run's {len(runs)} table(s) had begun"
-    if any(r.deleted_files is None for r in runs):
-        line += "; what some of them deleted is unknown (see their reasons)"
-    else:
-        deleted = sum(r.deleted_files or 0 for r in runs)
-        line += f"; {deleted} file(s) deleted" if deleted else "; nothing deleted"
-    if history_table:
-        line += f"; every table's outcome is in the history {history_table}"
-    return line
 
 
 def _start_run_figures(
@@ -268,8 +245,9 @@ def _run_tables(
                 gc.collect()
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
-        futures = [pool.submit(run_one, table) for table in tables]
+        futures: list[Future[TableRun]] = []
         try:
+            futures += (pool.submit(run_one, table) for table in tables)
             return [future.result() for future in futures]
         except KeyboardInterrupt as interrupt:
             # Ctrl-C, on which PySpark cancels the running Spark jobs: the tables not begun do not
@@ -278,34 +256,20 @@ def _run_tables(
             context.stopped.set()
             for future in futures:
                 future.cancel()
-            wait(futures)
-            raise _Interrupted(
+            wait_for_running(futures)
+            raise Interrupted(
                 [
-                    _outcome(future, table, options, context)
-                    for future, table in zip(futures, tables, strict=True)
+                    outcome(futures[index], table, options, context)
+                    if index < len(futures)
+                    else not_begun(table, options, context)
+                    for index, table in enumerate(tables)
                 ]
             ) from interrupt
         except BaseException:
-            context.stopped.set()  # the pool waits for its running tables
+            context.stopped.set()  # the pool waits for its running tables; no other begins
+            for future in futures:
+                future.cancel()
             raise
-
-
-def _outcome(
-    future: Future[TableRun], table: RegisteredTable, options: VacuumOptions, context: RunContext
-) -> TableRun:
-    """The table's run, or for a table an interrupted run never began, a refusal that says so."""
-    if not future.cancelled():
-        return future.result()  # vacuum_table never raises
-    return TableRun(
-        name=table.name,
-        path=table.path,
-        status=Status.REFUSED,
-        reason=NOT_BEGUN,
-        mode=options.mode,
-        dry_run=options.dry_run,
-        delete_with=options.delete_path(table.location),
-        inventory_version=context.inventory_version,
-    )
 
 
 def _read_run_figures(
@@ -567,6 +531,8 @@ def _vacuum(ctx: TableContext) -> None:
             counts = directories
             ctx.refuse_if_stopped("Delta's delete")
             ctx.delete_started_at = datetime.now(timezone.utc)
+            # until measured, what was deleted is not known (not 0)
+            run.deleted_files = run.deleted_bytes = run.remaining_files = None
             try:
                 spark.sql(real_sql)
             except Exception:

@@ -168,7 +168,7 @@ class ConsoleOutput:
                     outcome += f"; {t['already_gone_files']} already gone"
             details = (
                 f"(mode {t['mode']}, delete with {t['delete_with']}, retention {hours(t['retention_hours_effective'])}, "
-                f"{t['delete_requests']} delete requests, {t['seconds']:.1f}s)"
+                f"{_requests(t['delete_requests'])} delete requests, {t['seconds']:.1f}s)"
             )
             if t["status"] == "ok":
                 lines.append(f"ok       {t['name']}: {outcome} {details}")
@@ -241,3 +241,8 @@ class ConsoleOutput:
         if not data["dry_run"]:
             lines.append(f"restore run {data['run_id']}; ledger {data['ledger']}")
         return lines
+
+
+def _requests(count: int | None) -> str:
+    """A table's delete requests: unknown after a deletes' job that failed as a whole."""
+    return "an unknown number of" if count is None else str(count)
