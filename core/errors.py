@@ -45,7 +45,7 @@ class VacuumRefused(InventoryVacuumError):
 
 class RunInterrupted(InventoryVacuumError):
     """The run was interrupted (Ctrl-C) and stopped early; ``result`` is what it did until then
-    (a :class:`vacuum.results.VacuumResult`), already in the run history."""
+    (a :class:`vacuum.results.VacuumResult`), in the run history unless the message says otherwise."""
 
     exit_code = 130  # a shell's code for a command ended by SIGINT
 

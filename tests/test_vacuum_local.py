@@ -396,8 +396,7 @@ def test_a_tables_reads_of_the_runs_figures_and_rows_wait_until_they_are_read():
 @pytest.mark.slow
 def test_an_interrupt_while_the_figures_are_read_deletes_nothing(spark, tmp_path, monkeypatch):
     """Ctrl-C while a one-table run reads its figures (its table's snapshot already read, waiting
-    for them): the run stops (RunInterrupted, from the KeyboardInterrupt, with the table's
-    outcome), and the table, which goes on once the figures are in, is refused before it deletes
+    for them): the run stops (RunInterrupted, with the table's outcome), and the table, which goes on once the figures are in, is refused before it deletes
     anything."""
     import signal
     import threading
@@ -444,7 +443,6 @@ def test_an_interrupt_while_the_figures_are_read_deletes_nothing(spark, tmp_path
     options = VacuumOptions(inventory_table=inventory, retain_hours=0, allow_unsafe_retention=True)
     with pytest.raises(RunInterrupted) as stopped:
         runner.vacuum_tables(spark, tables, options, run_id="interrupted")
-    assert isinstance(stopped.value.__cause__, KeyboardInterrupt)
     assert orphan.exists()
     assert [(run.status, run.deleted_files) for run in runs] == [("refused", 0)]
     assert stopped.value.result.tables == runs

@@ -186,6 +186,8 @@ class RunContext:
     figures_read: threading.Event = field(default_factory=_set_event, repr=False, compare=False)
     # set when the run ends early (an interrupt): a table that has not begun deleting does not begin
     stopped: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    # set by an interrupt (Ctrl-C) during the run (vacuum.interrupt.interrupts_stop)
+    interrupted: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
         """The bucket-wide figures of the pinned inventory (:func:`vacuum.plan.bucket_figures`),

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from datetime import datetime, timezone
 from typing import TypeVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from core.errors import InventoryVacuumError, spark_error_summary
@@ -155,7 +155,7 @@ def _send_deletes(
     ctx.delete_started_at = datetime.now(timezone.utc)
     # from the first request on, until the outcomes are counted, what was deleted is not known
     # (not 0): also when the deletes' job fails or is cancelled part-way
-    run.deleted_files = run.deleted_bytes = run.remaining_files = None
+    run.deleted_files = run.deleted_bytes = run.remaining_files = run.delete_requests = None
     try:
         outcomes = delete_in_batches(confirmed)
     except Exception:  # failed or cancelled as a whole (on an interrupt, PySpark cancels every job)
@@ -231,52 +231,72 @@ def _warn_of_dropped(run: TableRun) -> None:
         )
 
 
+def _check_gone(
+    planned: DataFrame, directory_objects: DataFrame | None, columns: list[Column], *, count_present: bool
+) -> tuple[list[DataFrame], DataFrame, Row, int | None]:
+    """Which files of ``planned`` are gone, from one check of which still exist (per directory, a
+    HEAD per file or one LIST): (the frames to release, the gone files in ``columns``, persisted,
+    their ``files``, ``bytes`` and ``unsized`` count, how many are present when ``count_present``).
+    Run once more when an interrupt cancelled it (it only reads); on a failure nothing stays
+    cached. The checks run in the aggregation's job, so its failure is theirs."""
+
+    def check() -> tuple[list[DataFrame], DataFrame, Row, int | None]:
+        frames: list[DataFrame] = []
+        try:
+            present = still_present(planned, directory_objects).select("bucket", "key").persist()
+            frames.append(present)
+            gone = planned.join(present, ["bucket", "key"], "left_anti").select(*columns).cache()
+            frames.append(gone)
+            row = gone.agg(
+                F.count(F.lit(1)).alias("files"),
+                F.sum("length").alias("bytes"),
+                F.count(F.when(F.col("length").isNull(), 1)).alias("unsized"),
+            ).first()
+            assert row is not None
+            return frames, gone, row, present.count() if count_present else None
+        except BaseException:
+            for frame in frames:
+                frame.unpersist()
+            raise
+
+    return _again_if_cancelled(check)
+
+
 def _measure_cut_short(ctx: TableContext, confirmed: DataFrame, directory_objects: DataFrame | None) -> None:
     """After a deletes' job that ended without outcomes: once its tasks have ended, count the files
     of ``confirmed`` that are gone, as deleted (S3 answers "Deleted" for a key already gone, so the
     outcomes would have counted those too), and ledger them without a delete marker's version id
-    (a restore takes the marker made in the delete's time window). When this cannot be measured,
-    the counts stay unknown and the reason says so (:func:`vacuum.runner.vacuum_table`)."""
+    (a restore takes the marker made in the delete's time window, which ends when the check had
+    found them gone). When this cannot be measured, the counts stay unknown and the reason says so
+    (:func:`vacuum.runner.vacuum_table`)."""
     run = ctx.run
     ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
-    ended_at = datetime.now(timezone.utc)  # every request of the job was sent before this
-    frames: list[DataFrame] = []
     try:
-        present = still_present(confirmed, directory_objects).select("bucket", "key").persist()
-        frames.append(present)
-        gone = (
-            confirmed.join(present, ["bucket", "key"], "left_anti")
-            .select(reported_path().alias("path"), "bucket", "key", "length")
-            .cache()
+        frames, gone, row, remaining = _check_gone(
+            confirmed,
+            directory_objects,
+            [reported_path().alias("path"), F.col("bucket"), F.col("key"), F.col("length")],
+            count_present=True,
         )
-        frames.append(gone)
-        row = gone.agg(
-            F.count(F.lit(1)).alias("files"),
-            F.sum("length").alias("bytes"),
-            F.count(F.when(F.col("length").isNull(), 1)).alias("unsized"),
-        ).first()
-        assert row is not None
-        remaining = present.count()
     except Exception as error:  # the job's own error is the table's reason: this one is a warning
-        for frame in frames:
-            frame.unpersist()
         run.warnings.append(
             "the deletes' job ended before its outcomes were read (it failed or was cancelled), and "
             f"which files it deleted could not be checked: {spark_error_summary(error)}"
         )
         return
+    checked_at = datetime.now(timezone.utc)  # every file counted gone was gone by then
+    assert remaining is not None
     try:
         run.deleted_files = int(row["files"])
         run.deleted_bytes = (row["bytes"] or 0) if row["unsized"] == 0 else None
         run.remaining_files = remaining if ended else None
-        run.delete_requests = None  # sent by the job's tasks, whose counts it did not return
         run.warnings.append(
             "the deletes' job ended before its outcomes were read (it failed or was cancelled): "
             f"after it, {run.deleted_files} of the {run.deleted_files + remaining} file(s) it was "
             f"given were gone and {remaining} still there, checked per directory (a HEAD per file "
             "or one LIST); the gone ones are counted as deleted and ledgered without their delete "
             "markers' version ids (as in any batch delete, a file someone else deleted since the "
-            "inventory counts too)"
+            "inventory counts too), and how many requests it sent is unknown"
             + (
                 ""
                 if ended
@@ -287,7 +307,7 @@ def _measure_cut_short(ctx: TableContext, confirmed: DataFrame, directory_object
         )
         _warn_of_dropped(run)
         if ctx.ledger and run.deleted_files:
-            _ledger(ctx, gone, "batch", deleted_at=ended_at)
+            _ledger(ctx, gone, "batch", deleted_at=checked_at)
     finally:
         for frame in frames:
             frame.unpersist()
@@ -334,19 +354,14 @@ def measure_delta_deletes(
     asking for each file; ``sized``: the plan's lengths are known (an inventory plan).
     """
     run = ctx.run
+    ended = True
     if not fail_on_remaining:  # Delta failed or was cancelled part-way: its running tasks end first
-        _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
-    frames: list[DataFrame] = []
-    try:  # the checks run in the aggregation's job: a failure of theirs is caught here too
-        remaining = still_present(planned, directory_objects).select("bucket", "key").persist()
-        frames.append(remaining)
-        deleted = planned.join(remaining, ["bucket", "key"], "left_anti").cache()
-        frames.append(deleted)
-        row = deleted.agg(F.count(F.lit(1)).alias("files"), F.sum("length").alias("bytes")).first()
-        assert row is not None
+        ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
+    try:
+        frames, deleted, row, _ = _check_gone(
+            planned, directory_objects, [F.col(name) for name in planned.columns], count_present=False
+        )
     except Exception as error:
-        for frame in frames:
-            frame.unpersist()
         run.deleted_files = run.deleted_bytes = run.remaining_files = None
         run.warnings.append(
             f"Delta's VACUUM ran, but which of the {run.planned_files} planned files are gone could not be "
@@ -357,6 +372,13 @@ def measure_delta_deletes(
         run.deleted_files = int(row["files"])
         run.deleted_bytes = row["bytes"] if sized else None
         run.remaining_files = run.planned_files - (run.already_gone_files or 0) - run.deleted_files
+        if not ended:
+            run.remaining_files = None
+            run.warnings.append(
+                f"some of Delta's delete tasks still ran {TASKS_END_TIMEOUT_SECONDS:g} s after its VACUUM "
+                "failed: files they deleted after the check are in neither the count nor the ledger, and "
+                "how many remain is unknown"
+            )
         if ctx.ledger and run.deleted_files:
             _ledger(ctx, deleted, "delta")
     finally:

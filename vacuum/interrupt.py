@@ -1,18 +1,24 @@
-"""An interrupted vacuum run (Ctrl-C): the outcome of each of its tables, and its one line.
+"""An interrupted vacuum run (Ctrl-C): how an interrupt stops it, the outcome of a table it never
+began, and the run's one line.
 
-On an interrupt PySpark cancels the running Spark jobs and raises KeyboardInterrupt in the main
-thread. The run (:mod:`vacuum.runner`) then begins no other table, waits for the running ones
-(which delete nothing more, and measure what their deletes did) and records every table's outcome
-as after any run, before it ends with :class:`~core.errors.RunInterrupted`.
+While a run's tables run, an interrupt does not raise: it sets the run's ``stopped`` (so no table
+that has not begun deleting begins, and no table not yet begun begins) and then cancels the running
+Spark jobs, as PySpark's own handler does. The run waits for its running tables (which delete
+nothing more, and measure what their deletes did), records every table's outcome as after any run,
+and ends with :class:`~core.errors.RunInterrupted`. Another interrupt cancels the jobs again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from concurrent.futures import Future, wait
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
-from core.errors import spark_error_summary
+from pyspark.sql import SparkSession
+
 from core.registry import RegisteredTable
 from vacuum.context import RunContext, Status, VacuumOptions
 from vacuum.results import TableRun
@@ -23,13 +29,33 @@ log = logging.getLogger("inventory_vacuum")
 NOT_BEGUN = "the run was interrupted before this table began: nothing deleted"
 
 
-class Interrupted(Exception):
-    """:func:`vacuum.runner._run_tables` was interrupted: ``runs`` holds every table's outcome (those never begun
-    refused with :data:`NOT_BEGUN`)."""
+@contextmanager
+def interrupts_stop(spark: SparkSession, context: RunContext) -> Iterator[None]:
+    """While the block runs, SIGINT (Ctrl-C) stops the run (``context.stopped`` and
+    ``context.interrupted``), then cancels the running Spark jobs, and raises nothing, so the run
+    keeps every table's outcome. The stop comes first: a table between its last check and a job
+    it starts after the cancellation would otherwise go on deleting. Only on the main thread (where
+    Python runs signal handlers); elsewhere the caller's handling stays."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
-    def __init__(self, runs: list[TableRun]) -> None:
-        super().__init__("interrupted")
-        self.runs = runs
+    def stop(_signal: int, _frame: Any) -> None:
+        again = context.interrupted.is_set()
+        context.stopped.set()
+        context.interrupted.set()
+        if again:
+            log.warning("interrupted again: the running tables' jobs are cancelled again")
+        else:
+            log.warning("interrupted: no other table begins; the running ones end and are recorded")
+        spark.sparkContext.cancelAllJobs()
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        # a handler not set from Python (None) cannot be set back: Python's own takes its place
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 def interrupted_line(runs: Sequence[TableRun], history_table: str | None) -> str:
@@ -45,33 +71,6 @@ def interrupted_line(runs: Sequence[TableRun], history_table: str | None) -> str
     if history_table:
         line += f"; every table's outcome is in the history {history_table}"
     return line
-
-
-def wait_for_running(futures: Sequence[Future[TableRun]]) -> None:
-    """Wait for the tables still running after an interrupt. Another interrupt does not end the
-    wait (their outcomes are the run's record): PySpark cancels the running jobs again, so those
-    tables end sooner, a measurement of their deletes included (their counts then unknown)."""
-    while True:
-        try:
-            wait(futures)
-            return
-        except KeyboardInterrupt:
-            log.warning("interrupted again: the running tables' jobs are cancelled; waiting for them to end")
-
-
-def outcome(
-    future: Future[TableRun], table: RegisteredTable, options: VacuumOptions, context: RunContext
-) -> TableRun:
-    """The table's run, or for a table an interrupted run never began, a refusal that says so."""
-    if future.cancelled():
-        return not_begun(table, options, context)
-    error = future.exception()
-    if error is None:
-        return future.result()
-    # vacuum_table never raises: the table's session or its set-up failed before it
-    run = not_begun(table, options, context)
-    run.status, run.reason = Status.FAILED, spark_error_summary(error)
-    return run
 
 
 def not_begun(table: RegisteredTable, options: VacuumOptions, context: RunContext) -> TableRun:

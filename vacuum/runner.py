@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from functools import partial
@@ -48,7 +48,7 @@ from vacuum.candidates import CANDIDATES_SCHEMA, to_arrow
 from vacuum.context import DeleteWith, Mode, RunContext, Status, TableContext, VacuumOptions
 from vacuum.deletion import delete_batch, measure_delta_deletes, set_aside_gone
 from vacuum.history import record_vacuum_runs
-from vacuum.interrupt import Interrupted, interrupted_line, not_begun, outcome, wait_for_running
+from vacuum.interrupt import interrupted_line, interrupts_stop, not_begun
 from vacuum.inventory_slice import gated_slice, inventory_version
 from vacuum.ledger import ensure_ledger
 from vacuum.listing_mode import checked_listing_plan
@@ -125,33 +125,30 @@ def vacuum_tables(
     sized_by_user = snapshot_sized_by_user(spark)
     codegen_by_user = codegen_set_by_user(spark)
     figures = None
-    interrupted: BaseException | None = None
-    try:
+    with interrupts_stop(spark, context):  # Ctrl-C stops the run; its tables' outcomes are kept
         try:
-            if options.inventory_table and version is not None:
-                figures = _start_run_figures(spark, tables, options.inventory_table, context, sized_by_user)
-                if len(tables) > 1:
-                    figures.join()  # a run of many tables: its figures first (see _start_run_figures)
-            runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user)
-        except Interrupted as stop:
-            runs, interrupted = stop.runs, stop.__cause__
-        except KeyboardInterrupt as interrupt:  # while the run's figures were read: no table began
-            context.stopped.set()
-            runs, interrupted = [not_begun(table, options, context) for table in tables], interrupt
-        except BaseException:
-            context.stopped.set()  # the run ends early: the figures read no further bucket
-            raise
+            try:
+                if options.inventory_table and version is not None:
+                    figures = _start_run_figures(
+                        spark, tables, options.inventory_table, context, sized_by_user
+                    )
+                    if len(tables) > 1:
+                        figures.join()  # a run of many tables: its figures first (see _start_run_figures)
+                runs = _run_tables(spark, tables, options, context, sized_by_user, codegen_by_user)
+            except BaseException:
+                context.stopped.set()  # the run ends early: the figures read no further bucket
+                raise
+            finally:
+                if figures is not None:
+                    figures.join()
         finally:
-            if figures is not None:
-                figures.join()
-    finally:
-        context.release_all_rows()  # the small tables' rows read together, whatever stopped the run
-    recorded = None
-    if options.history_table and record_vacuum_runs(spark, options.history_table, run_id, runs):
-        recorded = options.history_table
+            context.release_all_rows()  # the small tables' rows read together, whatever stopped the run
+        recorded = None
+        if options.history_table and record_vacuum_runs(spark, options.history_table, run_id, runs):
+            recorded = options.history_table
     result = VacuumResult(runs, run_id)
-    if interrupted is not None:
-        raise RunInterrupted(interrupted_line(runs, recorded), result) from interrupted
+    if context.interrupted.is_set():
+        raise RunInterrupted(interrupted_line(runs, recorded), result)
     return result
 
 
@@ -214,6 +211,8 @@ def _run_tables(
     finished = itertools.count(1)
 
     def run_one(table: RegisteredTable) -> TableRun:
+        if context.stopped.is_set():  # an interrupt stopped the run before this table began
+            return not_begun(table, options, context)
         session = session_for(spark, table.location, sized_by_user=sized_by_user)
         if options.mode.uses_inventory and not sized_by_user:
             # a snapshot sized to the table has nothing for adaptive execution to coalesce; one
@@ -245,30 +244,10 @@ def _run_tables(
                 gc.collect()
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
-        futures: list[Future[TableRun]] = []
         try:
-            futures += (pool.submit(run_one, table) for table in tables)
-            return [future.result() for future in futures]
-        except KeyboardInterrupt as interrupt:
-            # Ctrl-C, on which PySpark cancels the running Spark jobs: the tables not begun do not
-            # begin, the running ones end (none that has not begun deleting begins; one whose
-            # deletes began measures them), and every table's outcome is kept
-            context.stopped.set()
-            for future in futures:
-                future.cancel()
-            wait_for_running(futures)
-            raise Interrupted(
-                [
-                    outcome(futures[index], table, options, context)
-                    if index < len(futures)
-                    else not_begun(table, options, context)
-                    for index, table in enumerate(tables)
-                ]
-            ) from interrupt
+            return list(pool.map(run_one, tables))
         except BaseException:
-            context.stopped.set()  # the pool waits for its running tables; no other begins
-            for future in futures:
-                future.cancel()
+            context.stopped.set()  # the pool waits for its running tables; none not begun begins
             raise
 
 
@@ -379,7 +358,8 @@ def vacuum_table(
             f"release of the cached snapshot files of {table.name}", partial(_release_live_files, ctx)
         )
     if run.status != Status.OK and not run.dry_run and run.deleted_files:
-        run.reason = f"{run.reason} ({run.deleted_files} file(s) deleted, {run.remaining_files} remain)"
+        remain = "an unknown number" if run.remaining_files is None else run.remaining_files
+        run.reason = f"{run.reason} ({run.deleted_files} file(s) deleted, {remain} remain)"
     elif run.status != Status.OK and run.deleted_files is None and ctx.delete_started_at is not None:
         # the deletes' job failed or was cancelled as a whole (an interrupt): nothing was counted
         run.reason = (

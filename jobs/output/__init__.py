@@ -191,11 +191,15 @@ class ConsoleOutput:
             unledgered = any(
                 "deletion ledger" in warning for t in data["tables"] for warning in t.get("warnings") or []
             )
+            unmeasured = any(t.get("deleted_files") is None and not t.get("dry_run") for t in data["tables"])
             lines.append(
                 f"run {data['run_id']}: "
                 + (
                     "the deletion ledger could not be written (see the warnings)"
                     if unledgered
+                    else "the deletion ledger lists what it deleted, but for the tables whose deletes "
+                    "could not be measured (see their reasons)"
+                    if unmeasured
                     else "the deletion ledger lists what it deleted"
                 )
             )
