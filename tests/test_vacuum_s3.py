@@ -907,3 +907,40 @@ def test_an_interrupted_run_records_every_table_and_exits_130(spark, s3, lake, m
     rows = spark.read.format("delta").load(history).where(f"run_id = '{written['run_id']}'").collect()
     assert sorted((r["table"], r["status"]) for r in rows) == [("events", "refused"), ("second", "refused")]
     assert keys_of(s3, lake["bucket"]) == before
+
+
+def test_an_interrupt_after_the_tables_ended_is_noted_and_the_history_still_written(spark, lake, monkeypatch):
+    """Ctrl-C while the run writes its history, the main thread inside a call into the JVM: the
+    interrupt is only noted (its handler makes no JVM call of its own, which would break that
+    call), the history is written, and the run then ends as interrupted, saying so."""
+    import os
+    import signal
+
+    from core.errors import RunInterrupted
+    from core.registry import load_registry
+    from vacuum import runner
+    from vacuum.context import VacuumOptions
+
+    history = f"s3://{lake['inventory_bucket']}/tables/late_runs"
+    tables = load_registry(registry_file(lake["tmp"], {"events": lake["uri"]})).select([])
+    record = runner.record_vacuum_runs
+
+    def recorded_while_interrupted(session, location, run_id, runs):
+        os.kill(os.getpid(), signal.SIGINT)
+        session._jvm.java.lang.Thread.sleep(1000)  # the handler runs while the JVM answers this
+        return record(session, location, run_id, runs)
+
+    monkeypatch.setattr(runner, "record_vacuum_runs", recorded_while_interrupted)
+    options = VacuumOptions(inventory_table=lake["inventory"], dry_run=True, history_table=history)
+    try:
+        with pytest.raises(RunInterrupted) as stopped:
+            runner.vacuum_tables(spark, tables, options, run_id="late")
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt escaped the run")
+    assert str(stopped.value) == (
+        f"interrupted: 1 of the run's 1 table(s) had begun; nothing deleted; every table's outcome is "
+        f"in the history {history}"
+    )
+    assert [run.status for run in stopped.value.result.tables] == ["ok"]
+    rows = spark.read.format("delta").load(history).where("run_id = 'late'").collect()
+    assert [(r["table"], r["status"]) for r in rows] == [("events", "ok")]

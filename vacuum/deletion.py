@@ -215,7 +215,7 @@ def _again_if_cancelled(step: Callable[[], T]) -> T:
     except Exception as error:
         if "cancel" not in str(error).lower():
             raise
-        log.warning("a job reading the deletes' outcomes was cancelled; running it again")
+        log.warning("a job counting what was deleted was cancelled; running it again")
         return step()
 
 

@@ -3,9 +3,10 @@ began, and the run's one line.
 
 While a run's tables run, an interrupt does not raise: it sets the run's ``stopped`` (so no table
 that has not begun deleting begins, and no table not yet begun begins) and then cancels the running
-Spark jobs, as PySpark's own handler does. The run waits for its running tables (which delete
-nothing more, and measure what their deletes did), records every table's outcome as after any run,
-and ends with :class:`~core.errors.RunInterrupted`. Another interrupt cancels the jobs again.
+Spark jobs, as PySpark's own handler does (:class:`Interrupts`). The run waits for its running
+tables (which delete nothing more, and measure what their deletes did), records every table's
+outcome as after any run, and ends with :class:`~core.errors.RunInterrupted`. Another interrupt
+cancels the jobs again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from core.errors import spark_error_summary
 from core.registry import RegisteredTable
 from vacuum.context import RunContext, Status, VacuumOptions
 from vacuum.results import TableRun
@@ -29,33 +31,72 @@ log = logging.getLogger("inventory_vacuum")
 NOT_BEGUN = "the run was interrupted before this table began: nothing deleted"
 
 
+class Interrupts:
+    """What an interrupt (SIGINT, Ctrl-C) does while a run is under :func:`interrupts_stop`.
+
+    While the tables run, it stops the run (``context.stopped`` and ``context.interrupted``), then
+    cancels the running Spark jobs from a thread of its own, and raises nothing, so the run keeps
+    every table's outcome. The stop comes first, so a table that checks it after the interrupt
+    begins nothing more. After :meth:`tables_ended`, an interrupt is only noted: what remains (the
+    history's append) is the record of what the tables did.
+
+    The handler never calls into the JVM itself: Python runs it on the main thread, which may be
+    inside a call to the JVM on its own connection (a history append, say), and a second call on
+    that connection would break the first.
+    """
+
+    def __init__(self, spark: SparkSession, context: RunContext) -> None:
+        self._spark, self._context = spark, context
+        self._tables_running = True
+
+    def tables_ended(self) -> None:
+        self._tables_running = False
+
+    def __call__(self, _signal: int, _frame: Any) -> None:
+        again = self._context.interrupted.is_set()
+        self._context.stopped.set()
+        self._context.interrupted.set()
+        if not self._tables_running:
+            log.warning("interrupted: the run's tables have ended; their outcomes are being recorded")
+            return
+        log.warning(
+            "interrupted%s: no other table begins; the running tables' jobs are cancelled, and they "
+            "end and are recorded",
+            " again" if again else "",
+        )
+        threading.Thread(target=self._cancel, name="inventory-vacuum interrupt", daemon=True).start()
+
+    def _cancel(self) -> None:
+        try:
+            self._spark.sparkContext.cancelAllJobs()
+        except Exception as error:  # the stop is set all the same: no table begins a new step
+            log.warning("could not cancel the running Spark jobs: %s", spark_error_summary(error))
+
+
 @contextmanager
-def interrupts_stop(spark: SparkSession, context: RunContext) -> Iterator[None]:
-    """While the block runs, SIGINT (Ctrl-C) stops the run (``context.stopped`` and
-    ``context.interrupted``), then cancels the running Spark jobs, and raises nothing, so the run
-    keeps every table's outcome. The stop comes first: a table between its last check and a job
-    it starts after the cancellation would otherwise go on deleting. Only on the main thread (where
-    Python runs signal handlers); elsewhere the caller's handling stays."""
+def interrupts_stop(spark: SparkSession, context: RunContext) -> Iterator[Interrupts]:
+    """While the block runs, SIGINT is :class:`Interrupts`' (on the main thread only, where Python
+    runs signal handlers; elsewhere the caller's handling stays). The previous handler is set back
+    after."""
+    interrupts = Interrupts(spark, context)
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield interrupts
         return
-
-    def stop(_signal: int, _frame: Any) -> None:
-        again = context.interrupted.is_set()
-        context.stopped.set()
-        context.interrupted.set()
-        if again:
-            log.warning("interrupted again: the running tables' jobs are cancelled again")
-        else:
-            log.warning("interrupted: no other table begins; the running ones end and are recorded")
-        spark.sparkContext.cancelAllJobs()
-
-    previous = signal.signal(signal.SIGINT, stop)
+    previous = signal.signal(signal.SIGINT, interrupts)
     try:
-        yield
+        yield interrupts
     finally:
         # a handler not set from Python (None) cannot be set back: Python's own takes its place
         signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+def failed_before_begun(
+    table: RegisteredTable, options: VacuumOptions, context: RunContext, error: Exception
+) -> TableRun:
+    """A table whose set-up (its session) failed before its vacuum began: nothing deleted."""
+    run = not_begun(table, options, context)
+    run.status, run.reason = Status.FAILED, spark_error_summary(error)
+    return run
 
 
 def interrupted_line(runs: Sequence[TableRun], history_table: str | None) -> str:

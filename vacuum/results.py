@@ -52,7 +52,7 @@ class TableRun:
     already_gone_files: int | None = None  # planned but gone before the delete (None: not checked)
     kept: dict[str, int] = field(default_factory=dict)
     nested_tables: list[dict[str, Any]] = field(default_factory=list)
-    delete_requests: int | None = 0  # None: sent by a deletes' job that failed as a whole
+    delete_requests: int | None = 0  # None: sent by a deletes' job whose outcomes could not be read
     seconds: float = 0.0
     reason: str | None = None
     table_version: int | None = None

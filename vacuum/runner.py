@@ -48,7 +48,7 @@ from vacuum.candidates import CANDIDATES_SCHEMA, to_arrow
 from vacuum.context import DeleteWith, Mode, RunContext, Status, TableContext, VacuumOptions
 from vacuum.deletion import delete_batch, measure_delta_deletes, set_aside_gone
 from vacuum.history import record_vacuum_runs
-from vacuum.interrupt import interrupted_line, interrupts_stop, not_begun
+from vacuum.interrupt import failed_before_begun, interrupted_line, interrupts_stop, not_begun
 from vacuum.inventory_slice import gated_slice, inventory_version
 from vacuum.ledger import ensure_ledger
 from vacuum.listing_mode import checked_listing_plan
@@ -125,7 +125,7 @@ def vacuum_tables(
     sized_by_user = snapshot_sized_by_user(spark)
     codegen_by_user = codegen_set_by_user(spark)
     figures = None
-    with interrupts_stop(spark, context):  # Ctrl-C stops the run; its tables' outcomes are kept
+    with interrupts_stop(spark, context) as interrupts:  # Ctrl-C stops the run, keeping its outcomes
         try:
             try:
                 if options.inventory_table and version is not None:
@@ -143,6 +143,7 @@ def vacuum_tables(
                     figures.join()
         finally:
             context.release_all_rows()  # the small tables' rows read together, whatever stopped the run
+        interrupts.tables_ended()
         recorded = None
         if options.history_table and record_vacuum_runs(spark, options.history_table, run_id, runs):
             recorded = options.history_table
@@ -213,6 +214,19 @@ def _run_tables(
     def run_one(table: RegisteredTable) -> TableRun:
         if context.stopped.is_set():  # an interrupt stopped the run before this table began
             return not_begun(table, options, context)
+        try:
+            session, later = set_up(table)
+        except Exception as error:  # this table fails; the run and its record go on
+            log.exception("the session of %s could not be set up", table.name)
+            return failed_before_begun(table, options, context, error)
+        try:
+            return vacuum_table(session, table, options, context, after_snapshot=later)
+        finally:
+            if next(finished) % COLLECT_EVERY_TABLES == 0:
+                gc.collect()
+
+    def set_up(table: RegisteredTable) -> tuple[SparkSession, Callable[[], None] | None]:
+        """The table's session, and what runs once its snapshot is read (or None)."""
         session = session_for(spark, table.location, sized_by_user=sized_by_user)
         if options.mode.uses_inventory and not sized_by_user:
             # a snapshot sized to the table has nothing for adaptive execution to coalesce; one
@@ -232,16 +246,10 @@ def _run_tables(
         # with the run's figures read, its snapshot too is rebuilt interpreted; the table of a
         # one-table run, which starts while they are read, loads its snapshot meanwhile and
         # decides after
-        later = None
         if context.figures_read.is_set():
             interpret_if_small()
-        else:
-            later = interpret_if_small
-        try:
-            return vacuum_table(session, table, options, context, after_snapshot=later)
-        finally:
-            if next(finished) % COLLECT_EVERY_TABLES == 0:
-                gc.collect()
+            return session, None
+        return session, interpret_if_small
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel)) as pool:
         try:

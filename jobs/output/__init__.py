@@ -198,7 +198,7 @@ class ConsoleOutput:
                     "the deletion ledger could not be written (see the warnings)"
                     if unledgered
                     else "the deletion ledger lists what it deleted, but for the tables whose deletes "
-                    "could not be measured (see their reasons)"
+                    "could not be measured (see their reasons and warnings)"
                     if unmeasured
                     else "the deletion ledger lists what it deleted"
                 )
