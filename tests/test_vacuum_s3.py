@@ -911,8 +911,8 @@ def test_an_interrupted_run_records_every_table_and_exits_130(spark, s3, lake, m
 
 def test_an_interrupt_after_the_tables_ended_is_noted_and_the_history_still_written(spark, lake, monkeypatch):
     """Ctrl-C while the run writes its history, the main thread inside a call into the JVM: the
-    interrupt is only noted (its handler makes no JVM call of its own, which would break that
-    call), the history is written, and the run then ends as interrupted, saying so."""
+    interrupt is only noted, the history is written, and the run then ends as interrupted, saying
+    so."""
     import os
     import signal
 

@@ -41,8 +41,8 @@ class Interrupts:
     history's append) is the record of what the tables did.
 
     The handler never calls into the JVM itself: Python runs it on the main thread, which may be
-    inside a call to the JVM on its own connection (a history append, say), and a second call on
-    that connection would break the first.
+    waiting inside a call to the JVM (a history append, say), on that thread's own connection; the
+    cancel is made from a thread, and a connection, of its own.
     """
 
     def __init__(self, spark: SparkSession, context: RunContext) -> None:
