@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -29,6 +30,8 @@ log = logging.getLogger("inventory_vacuum")
 
 # the reason of a table an interrupted run never began
 NOT_BEGUN = "the run was interrupted before this table began: nothing deleted"
+# how the reason of a table whose session could not be set up begins (its vacuum never began)
+SET_UP_FAILED = "its session could not be set up, so its vacuum never began: "
 
 
 class Interrupts:
@@ -38,7 +41,7 @@ class Interrupts:
     cancels the running Spark jobs from a thread of its own, and raises nothing, so the run keeps
     every table's outcome. The stop comes first, so a table that checks it after the interrupt
     begins nothing more. After :meth:`tables_ended`, an interrupt is only noted: what remains (the
-    history's append) is the record of what the tables did.
+    history's append) is the record of what the tables did, and no cancel sent before may reach it.
 
     The handler never calls into the JVM itself: Python runs it on the main thread, which may be
     waiting inside a call to the JVM (a history append, say), on that thread's own connection; the
@@ -48,9 +51,15 @@ class Interrupts:
     def __init__(self, spark: SparkSession, context: RunContext) -> None:
         self._spark, self._context = spark, context
         self._tables_running = True
+        self._cancels: list[threading.Thread] = []
 
-    def tables_ended(self) -> None:
+    def tables_ended(self, timeout: float = 30.0) -> None:
+        """From now on an interrupt is only noted; the cancels sent before have reached Spark (a
+        cancel acts on the jobs running when it arrives, so none reaches a later job)."""
         self._tables_running = False
+        deadline = time.monotonic() + timeout
+        for cancel in list(self._cancels):
+            cancel.join(max(0.0, deadline - time.monotonic()))
 
     def __call__(self, _signal: int, _frame: Any) -> None:
         again = self._context.interrupted.is_set()
@@ -64,7 +73,9 @@ class Interrupts:
             "end and are recorded",
             " again" if again else "",
         )
-        threading.Thread(target=self._cancel, name="inventory-vacuum interrupt", daemon=True).start()
+        cancel = threading.Thread(target=self._cancel, name="inventory-vacuum interrupt", daemon=True)
+        self._cancels.append(cancel)
+        cancel.start()
 
     def _cancel(self) -> None:
         try:
@@ -95,14 +106,14 @@ def failed_before_begun(
 ) -> TableRun:
     """A table whose set-up (its session) failed before its vacuum began: nothing deleted."""
     run = not_begun(table, options, context)
-    run.status, run.reason = Status.FAILED, spark_error_summary(error)
+    run.status, run.reason = Status.FAILED, SET_UP_FAILED + spark_error_summary(error)
     return run
 
 
 def interrupted_line(runs: Sequence[TableRun], history_table: str | None) -> str:
     """The one line of an interrupted run: how many tables began, what they deleted (as measured),
     and where their outcomes are recorded."""
-    begun = sum(1 for r in runs if r.reason != NOT_BEGUN)
+    begun = sum(1 for r in runs if r.reason != NOT_BEGUN and not (r.reason or "").startswith(SET_UP_FAILED))
     line = f"interrupted: {begun} of the run's {len(runs)} table(s) had begun"
     if any(r.deleted_files is None for r in runs):
         line += "; what some of them deleted is unknown (see their reasons and warnings)"

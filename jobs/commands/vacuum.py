@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import tempfile
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from core.errors import RunInterrupted, UsageError
@@ -116,33 +112,8 @@ def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Outp
     from vacuum.candidates import write_candidates
 
     if args.candidates:
-        _written_whole(args.candidates, lambda path: write_candidates(result.tables, path))
+        write_candidates(result.tables, args.candidates)
     if args.report:
-        _written_whole(args.report, lambda path: _write_report(result, path))
+        with open(args.report, "w", encoding="utf-8") as report:
+            json.dump(result.to_dict(), report, indent=2, default=str)
     output.show(NAME, result)
-
-
-def _write_report(result: VacuumResult, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as report:
-        json.dump(result.to_dict(), report, indent=2, default=str)
-
-
-def _written_whole(path: str, write: Callable[[str], object]) -> None:
-    """``write`` to a new file beside ``path`` (of the same extension), then put it in ``path``'s
-    place: an interrupt or a failure part-way leaves ``path`` as it was, never half-written. In a
-    folder where no new file can be made (``path`` itself writable, as checked before the run), it
-    is written in place."""
-    directory, name = os.path.split(os.path.abspath(path))
-    try:
-        handle, staged = tempfile.mkstemp(prefix=f".{name}.", suffix=os.path.splitext(name)[1], dir=directory)
-    except OSError:
-        write(path)
-        return
-    os.close(handle)
-    try:
-        write(staged)
-        os.replace(staged, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(staged)
-        raise
