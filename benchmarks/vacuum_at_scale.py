@@ -20,6 +20,7 @@ and two PNG plots; the Markdown table is printed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -486,11 +487,16 @@ def java_version() -> str:
     if os.path.isfile(environment_file):  # the launcher sources it, and it may set another JAVA_HOME
         return f"unknown ({environment_file} may choose it)"
     java = java_executable()
-    if java is None:
-        return "none found"
+    return "none found" if java is None else _version_printed_by(str(java))
+
+
+@functools.cache
+def _version_printed_by(java: str) -> str:
+    """What ``java -version`` says its version is, asked once a process for each executable (a
+    result's machine figures are taken before and after its run)."""
     try:
         printed = subprocess.run(
-            [str(java), "-version"], capture_output=True, text=True, errors="replace", timeout=60
+            [java, "-version"], capture_output=True, text=True, errors="replace", timeout=60
         ).stderr
     except (OSError, subprocess.SubprocessError) as error:
         return f"unknown ({error})"
