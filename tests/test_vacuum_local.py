@@ -454,6 +454,54 @@ def test_an_interrupt_while_the_figures_are_read_deletes_nothing(spark, tmp_path
     assert not orphan.exists()
 
 
+def test_an_interrupt_just_after_a_tables_last_check_cancels_the_deletes_it_starts_after(
+    spark, tmp_path, monkeypatch
+):
+    """Ctrl-C just after a table passed its last check before Delta's delete, so that Delta's
+    VACUUM starts after the interrupt's cancel of the running jobs: its jobs are cancelled too
+    (not left to delete to the end), the table fails with the cancel, and what it deleted is
+    measured."""
+    import signal
+    import threading
+
+    from core.errors import RunInterrupted
+    from core.registry import load_registry
+    from vacuum import runner
+    from vacuum.context import RunContext, VacuumOptions
+
+    root = tmp_path / "events"
+    create_history_table(spark, f"file://{root}", retention="interval 2 seconds")
+    orphan = touch(root / "day=2024-01-01" / "orphan.parquet")
+    past_retention = retention_deadline()
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, root, inventory)
+    wait_until(past_retention)
+    tables = load_registry(write_registry(tmp_path / "tables.yaml", events=root)).select([])
+    context = spark.sparkContext
+    cancel_all, begin_deletes = context.cancelAllJobs, RunContext.begin_deletes
+    all_cancelled = threading.Event()
+
+    def cancelled_all() -> None:
+        cancel_all()
+        all_cancelled.set()
+
+    def begun_then_interrupted(self, tag, refuse_if_stopped):  # the user's Ctrl-C comes just after
+        begin_deletes(self, tag, refuse_if_stopped)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert all_cancelled.wait(timeout=30), "the interrupt cancelled no job"
+
+    monkeypatch.setattr(context, "cancelAllJobs", cancelled_all)
+    monkeypatch.setattr(RunContext, "begin_deletes", begun_then_interrupted)
+    options = VacuumOptions(
+        inventory_table=inventory, delete_with="delta", retain_hours=0, allow_unsafe_retention=True
+    )
+    with pytest.raises(RunInterrupted) as stopped:
+        runner.vacuum_tables(spark, tables, options, run_id="late")
+    [run] = stopped.value.result.tables
+    assert run.status == "failed" and "cancel" in (run.reason or "").lower(), run.reason
+    assert run.deleted_files == (0 if orphan.exists() else 1)
+
+
 def test_a_table_whose_run_stopped_after_its_plan_deletes_nothing(spark, tmp_path, monkeypatch):
     """A run that stops while a table checks Delta's plan (an interrupt elsewhere): the table is
     refused before its deletes, here Delta's own, and its orphan stays."""

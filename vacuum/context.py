@@ -188,6 +188,27 @@ class RunContext:
     stopped: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
     # set by an interrupt (Ctrl-C) during the run (vacuum.interrupt.interrupts_stop)
     interrupted: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    # the job tags of the tables' deletes while they run (vacuum.deletion.deleting), and the lock
+    # that orders their start after the run's stop
+    deletes_running: set[str] = field(default_factory=set, repr=False, compare=False)
+    deletes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def begin_deletes(self, tag: str, refuse_if_stopped: Callable[[], None]) -> None:
+        """Note that the deletes whose jobs carry the job tag ``tag`` begin, unless
+        ``refuse_if_stopped`` refuses them (the run stopped): the two happen under one lock, so a
+        stop either comes first and refuses them, or finds ``tag`` in :meth:`deletes_tags`."""
+        with self.deletes_lock:
+            refuse_if_stopped()
+            self.deletes_running.add(tag)
+
+    def end_deletes(self, tag: str) -> None:
+        with self.deletes_lock:
+            self.deletes_running.discard(tag)
+
+    def deletes_tags(self) -> frozenset[str]:
+        """The job tags of the deletes running now."""
+        with self.deletes_lock:
+            return frozenset(self.deletes_running)
 
     def figures_of_bucket(self, inventory: DataFrame, bucket: str) -> tuple[int | None, int | None]:
         """The bucket-wide figures of the pinned inventory (:func:`vacuum.plan.bucket_figures`),

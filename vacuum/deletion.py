@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from typing import TypeVar
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -38,6 +41,41 @@ T = TypeVar("T")
 # Python worker is stopped after spark.python.task.killTimeout, 2 s by default) before what they
 # deleted is measured
 TASKS_END_TIMEOUT_SECONDS = 60.0
+
+
+@dataclass
+class DeletesJobs:
+    """How a table's deletes' jobs ended (:func:`deleting`)."""
+
+    # False when they failed or were cancelled and some of their tasks still ran after
+    # TASKS_END_TIMEOUT_SECONDS: what those deleted later is in no count
+    tasks_ended: bool = True
+
+
+@contextmanager
+def deleting(ctx: TableContext, before: str) -> Iterator[DeletesJobs]:
+    """The block's Spark jobs are the table's deletes: refused, before ``before``, once its run has
+    stopped; otherwise they carry a job tag of their own, which an interrupt's cancel reaches also
+    when a job starts after it (:meth:`vacuum.interrupt.Interrupts._cancel`): a table that passed
+    its last check just before the interrupt would otherwise start deleting after the cancel, and
+    delete to the end. The checks of what the deletes did run after the block, without that tag,
+    so no such cancel reaches them. When the block fails, it first waits until the table's jobs
+    have ended and none of their tasks still runs (:func:`_tasks_ended`)."""
+    context = ctx.spark.sparkContext
+    tag = f"inventory-vacuum-deletes-{uuid.uuid4().hex}"
+    ctx.run_context.begin_deletes(tag, partial(ctx.refuse_if_stopped, before))
+    jobs = DeletesJobs()
+    try:
+        context.addJobTag(tag)
+        try:
+            yield jobs
+        except BaseException:
+            jobs.tasks_ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
+            raise
+        finally:
+            context.removeJobTag(tag)
+    finally:
+        ctx.run_context.end_deletes(tag)
 
 
 def delete_batch(
@@ -151,15 +189,17 @@ def _send_deletes(
     missing = {"path", "length"} - set(confirmed.columns)
     if missing:  # the ledger and the bytes come from the outcomes: never fill them with nulls
         raise InventoryVacuumError(f"the plan has no {', '.join(sorted(missing))} column; nothing deleted")
-    ctx.refuse_if_stopped("its first delete request")  # the re-plan and existence checks took a while
-    ctx.delete_started_at = datetime.now(timezone.utc)
-    # from the first request on, until the outcomes are counted, what was deleted is not known
-    # (not 0): also when the deletes' job fails or is cancelled part-way
-    run.deleted_files = run.deleted_bytes = run.remaining_files = run.delete_requests = None
     try:
-        outcomes = delete_in_batches(confirmed)
-    except Exception:  # failed or cancelled as a whole (on an interrupt, PySpark cancels every job)
-        _measure_cut_short(ctx, confirmed, directory_objects)
+        # refused when the run stopped meanwhile: the re-plan and existence checks took a while
+        with deleting(ctx, "its first delete request") as jobs:
+            ctx.delete_started_at = datetime.now(timezone.utc)
+            # from the first request on, until the outcomes are counted, what was deleted is not
+            # known (not 0): also when the deletes' job fails or is cancelled part-way
+            run.deleted_files = run.deleted_bytes = run.remaining_files = run.delete_requests = None
+            outcomes = delete_in_batches(confirmed)
+    except Exception:  # failed or cancelled as a whole (an interrupt cancels it), or refused
+        if ctx.delete_started_at is not None:
+            _measure_cut_short(ctx, confirmed, directory_objects, jobs.tasks_ended)
         raise
     try:
         try:
@@ -262,15 +302,17 @@ def _check_gone(
     return _again_if_cancelled(check)
 
 
-def _measure_cut_short(ctx: TableContext, confirmed: DataFrame, directory_objects: DataFrame | None) -> None:
-    """After a deletes' job that ended without outcomes: once its tasks have ended, count the files
+def _measure_cut_short(
+    ctx: TableContext, confirmed: DataFrame, directory_objects: DataFrame | None, ended: bool
+) -> None:
+    """After a deletes' job that ended without outcomes (``ended``: its tasks had ended, or some
+    still ran after :data:`TASKS_END_TIMEOUT_SECONDS`; see :func:`deleting`): count the files
     of ``confirmed`` that are gone, as deleted (S3 answers "Deleted" for a key already gone, so the
     outcomes would have counted those too), and ledger them without a delete marker's version id
     (a restore takes the marker made in the delete's time window, which ends when the check had
     found them gone). When this cannot be measured, the counts stay unknown and the reason says so
     (:func:`vacuum.runner.vacuum_table`)."""
     run = ctx.run
-    ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
     try:
         frames, gone, row, remaining = _check_gone(
             confirmed,
@@ -346,17 +388,17 @@ def measure_delta_deletes(
     *,
     sized: bool,
     fail_on_remaining: bool = True,
+    ended: bool = True,
 ) -> None:
     """After Delta's own VACUUM: count the planned files that are really gone, and ledger them.
 
     Delta swallows each file's delete error and still succeeds, so its plan is not a count.
     ``directory_objects`` (from the inventory slice) lets the check list a directory instead of
-    asking for each file; ``sized``: the plan's lengths are known (an inventory plan).
+    asking for each file; ``sized``: the plan's lengths are known (an inventory plan). Without
+    ``fail_on_remaining`` Delta failed or was cancelled part-way; ``ended``: its tasks had ended
+    (:func:`deleting`).
     """
     run = ctx.run
-    ended = True
-    if not fail_on_remaining:  # Delta failed or was cancelled part-way: its running tasks end first
-        ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
     try:
         frames, deleted, row, _ = _check_gone(
             planned, directory_objects, [F.col(name) for name in planned.columns], count_present=False

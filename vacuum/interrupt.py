@@ -28,6 +28,8 @@ from vacuum.results import TableRun
 
 log = logging.getLogger("inventory_vacuum")
 
+# how often an interrupt cancels again the deletes' jobs of the tables whose deletes had begun
+DELETES_CANCEL_INTERVAL_SECONDS = 0.1
 # the reason of a table an interrupted run never began
 NOT_BEGUN = "the run was interrupted before this table began: nothing deleted"
 # how the reason of a table whose session could not be set up begins (its vacuum never began)
@@ -40,7 +42,8 @@ class Interrupts:
     While the tables run, it stops the run (``context.stopped`` and ``context.interrupted``), then
     cancels the running Spark jobs from a thread of its own, and raises nothing, so the run keeps
     every table's outcome. The stop comes first, so a table that checks it after the interrupt
-    begins nothing more. After :meth:`tables_ended`, an interrupt is only noted: what remains (the
+    begins nothing more; the deletes of a table that had begun them are cancelled until they end,
+    also a job of them that starts after the interrupt. After :meth:`tables_ended`, an interrupt is only noted: what remains (the
     history's append) is the record of what the tables did, and no cancel sent before may reach it.
 
     The handler never calls into the JVM itself: Python runs it on the main thread, which may be
@@ -78,8 +81,17 @@ class Interrupts:
         cancel.start()
 
     def _cancel(self) -> None:
+        """Cancel the running jobs, then the deletes' jobs of every table whose deletes had begun
+        before the stop, until they end: a cancel acts on the jobs running when it arrives, and
+        such a table may start its deletes' job just after (:func:`vacuum.deletion.deleting`). The
+        stop came first, so no table's deletes begin after the first look at them."""
+        context = self._spark.sparkContext
         try:
-            self._spark.sparkContext.cancelAllJobs()
+            context.cancelAllJobs()
+            while tags := self._context.deletes_tags():
+                for tag in tags:
+                    context.cancelJobsWithTag(tag)
+                time.sleep(DELETES_CANCEL_INTERVAL_SECONDS)
         except Exception as error:  # the stop is set all the same: no table begins a new step
             log.warning("could not cancel the running Spark jobs: %s", spark_error_summary(error))
 

@@ -46,7 +46,7 @@ from core.tables import read_inventory, snapshot_sized_by_user
 from vacuum import gates
 from vacuum.candidates import CANDIDATES_SCHEMA, to_arrow
 from vacuum.context import DeleteWith, Mode, RunContext, Status, TableContext, VacuumOptions
-from vacuum.deletion import delete_batch, measure_delta_deletes, set_aside_gone
+from vacuum.deletion import delete_batch, deleting, measure_delta_deletes, set_aside_gone
 from vacuum.history import record_vacuum_runs
 from vacuum.interrupt import failed_before_begun, interrupted_line, interrupts_stop, not_begun
 from vacuum.inventory_slice import gated_slice, inventory_version
@@ -517,17 +517,24 @@ def _vacuum(ctx: TableContext) -> None:
                 state, mode=options.mode, retention_hours=retain_argument, dry_run=False, inventory_view=view
             )
             counts = directories
-            ctx.refuse_if_stopped("Delta's delete")
-            ctx.delete_started_at = datetime.now(timezone.utc)
-            # until measured, what was deleted is not known (not 0)
-            run.deleted_files = run.deleted_bytes = run.remaining_files = None
             try:
-                spark.sql(real_sql)
+                with deleting(ctx, "Delta's delete") as jobs:
+                    ctx.delete_started_at = datetime.now(timezone.utc)
+                    # until measured, what was deleted is not known (not 0)
+                    run.deleted_files = run.deleted_bytes = run.remaining_files = None
+                    spark.sql(real_sql)
             except Exception:
-                # Delta failed part-way: count what it did delete, then report its error
-                measure_delta_deletes(
-                    ctx, planned, counts, sized=slice_frame is not None, fail_on_remaining=False
-                )
+                if ctx.delete_started_at is not None:
+                    # Delta failed or was cancelled part-way: count what it did delete, then
+                    # report its error
+                    measure_delta_deletes(
+                        ctx,
+                        planned,
+                        counts,
+                        sized=slice_frame is not None,
+                        fail_on_remaining=False,
+                        ended=jobs.tasks_ended,
+                    )
                 raise
             measure_delta_deletes(ctx, planned, counts, sized=slice_frame is not None)
         else:
