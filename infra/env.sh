@@ -51,11 +51,14 @@ _java_version() {
 }
 
 # _java_start_error JAVA: why that java does not start (the first line of its output that is not
-# "Picked up ..."; e.g. an option in JAVA_TOOL_OPTIONS it does not know), or nothing when it starts
+# empty or "Picked up ..."; e.g. an option in JAVA_TOOL_OPTIONS it does not know, else its exit
+# status), or nothing when it starts
 _java_start_error() {
-  local printed
+  local printed status line
   printed="$("$1" -version 2>&1)" && return 0
-  grep -v -m 1 '^Picked up ' <<< "$printed" || echo "exit status $?"
+  status=$?
+  line="$(grep -v -m 1 -e '^Picked up ' -e '^[[:space:]]*$' <<< "$printed")"
+  echo "${line:-exit status $status}"
 }
 
 # The JAVA_HOME the caller gave (as env.sh was first sourced: the functions below export others),
@@ -110,7 +113,8 @@ ensure_java() {
     [ -n "$candidate" ] && [ -x "$candidate" ] || continue
     version="$(_java_version "$candidate")"
     if [ -z "$version" ] && [ -z "$failed" ]; then  # the first java that did not start, and why
-      failed="$candidate does not start: $(_java_start_error "$candidate")"
+      why="$(_java_start_error "$candidate")"
+      [ -z "$why" ] || failed="$candidate does not start: $why"
     fi
     if _java_runs_line "$line" "$version" && java_home="$(_java_home_of "$candidate")"; then
       [ "$i" = 0 ] && [ -n "$INVENTORY_VACUUM_JAVA_GIVEN" ] && given_taken=1

@@ -64,15 +64,17 @@ def test_a_given_java_home_that_does_not_start_is_passed_over_once_saying_why(tm
 
 @pytest.mark.spark_independent
 def test_no_java_starting_is_an_error_naming_why():
-    result = _bash(
-        "source infra/env.sh && ensure_java 4.2", JAVA_TOOL_OPTIONS="-XX:+InventoryVacuumNoSuchOption"
-    )
+    unknown = "-XX:+InventoryVacuumNoSuchOption"
+    if _bash("java -version", JAVA_TOOL_OPTIONS=unknown).returncode == 0:
+        pytest.skip("this machine's java starts with an option it does not know (not HotSpot)")
+    result = _bash("source infra/env.sh && ensure_java 4.2", JAVA_TOOL_OPTIONS=unknown)
     assert result.returncode == 1
     assert "none found (" in result.stderr
     assert "does not start: Unrecognized VM option 'InventoryVacuumNoSuchOption'" in result.stderr
 
 
 @pytest.mark.line_sensitive
+@pytest.mark.smoke
 def test_the_venv_holds_its_packages_compiled_bytecode():
     """The install compiles the packages (a process need not compile them at each start where it
     cannot write bytecode): a module the tool never imports has its bytecode too."""

@@ -393,6 +393,21 @@ def test_a_tables_reads_of_the_runs_figures_and_rows_wait_until_they_are_read():
     assert sorted(done, key=str) == [None, None, "the inventory"]
 
 
+def _one_table_with_an_orphan(spark, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A local table ``events`` of a 2-second retention, with an orphan past it, its inventory and
+    its registry's tables: (the orphan, the inventory table's URI, the tables)."""
+    from core.registry import load_registry
+
+    root = tmp_path / "events"
+    create_history_table(spark, f"file://{root}", retention="interval 2 seconds")
+    orphan = touch(root / "day=2024-01-01" / "orphan.parquet")
+    past_retention = retention_deadline()
+    inventory = f"file://{tmp_path}/inventory"
+    write_local_inventory(spark, root, inventory)
+    wait_until(past_retention)
+    return orphan, inventory, load_registry(write_registry(tmp_path / "tables.yaml", events=root)).select([])
+
+
 @pytest.mark.slow
 def test_an_interrupt_while_the_figures_are_read_deletes_nothing(spark, tmp_path, monkeypatch):
     """Ctrl-C while a one-table run reads its figures (its table's snapshot already read, waiting
@@ -402,18 +417,10 @@ def test_an_interrupt_while_the_figures_are_read_deletes_nothing(spark, tmp_path
     import threading
 
     from core.errors import RunInterrupted
-    from core.registry import load_registry
     from vacuum import runner
     from vacuum.context import RunContext, VacuumOptions
 
-    root = tmp_path / "events"
-    create_history_table(spark, f"file://{root}", retention="interval 2 seconds")
-    orphan = touch(root / "day=2024-01-01" / "orphan.parquet")
-    past_retention = retention_deadline()
-    inventory = f"file://{tmp_path}/inventory"
-    write_local_inventory(spark, root, inventory)
-    wait_until(past_retention)
-    tables = load_registry(write_registry(tmp_path / "tables.yaml", events=root)).select([])
+    orphan, inventory, tables = _one_table_with_an_orphan(spark, tmp_path)
     snapshot_read = threading.Event()
     runs = []
     figures_of_tables, load_table_state, table_run = (
@@ -454,6 +461,7 @@ def test_an_interrupt_while_the_figures_are_read_deletes_nothing(spark, tmp_path
     assert not orphan.exists()
 
 
+@pytest.mark.slow
 def test_an_interrupt_just_after_a_tables_last_check_cancels_the_deletes_it_starts_after(
     spark, tmp_path, monkeypatch
 ):
@@ -465,18 +473,10 @@ def test_an_interrupt_just_after_a_tables_last_check_cancels_the_deletes_it_star
     import threading
 
     from core.errors import RunInterrupted
-    from core.registry import load_registry
     from vacuum import runner
     from vacuum.context import RunContext, VacuumOptions
 
-    root = tmp_path / "events"
-    create_history_table(spark, f"file://{root}", retention="interval 2 seconds")
-    orphan = touch(root / "day=2024-01-01" / "orphan.parquet")
-    past_retention = retention_deadline()
-    inventory = f"file://{tmp_path}/inventory"
-    write_local_inventory(spark, root, inventory)
-    wait_until(past_retention)
-    tables = load_registry(write_registry(tmp_path / "tables.yaml", events=root)).select([])
+    orphan, inventory, tables = _one_table_with_an_orphan(spark, tmp_path)
     context = spark.sparkContext
     cancel_all, begin_deletes = context.cancelAllJobs, RunContext.begin_deletes
     all_cancelled = threading.Event()

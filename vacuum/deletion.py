@@ -48,8 +48,9 @@ class DeletesJobs:
     """How a table's deletes' jobs ended (:func:`deleting`)."""
 
     # False when they failed or were cancelled and some of their tasks still ran after
-    # TASKS_END_TIMEOUT_SECONDS: what those deleted later is in no count
-    tasks_ended: bool = True
+    # TASKS_END_TIMEOUT_SECONDS, None when that could not be checked: what such tasks deleted
+    # later is in no count
+    tasks_ended: bool | None = True
 
 
 @contextmanager
@@ -70,7 +71,15 @@ def deleting(ctx: TableContext, before: str) -> Iterator[DeletesJobs]:
         try:
             yield jobs
         except BaseException:
-            jobs.tasks_ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
+            try:
+                jobs.tasks_ended = _tasks_ended(ctx.spark, TASKS_END_TIMEOUT_SECONDS)
+            except Exception as error:  # the deletes' own error stays the table's
+                jobs.tasks_ended = None
+                log.warning(
+                    "%s: whether the deletes' tasks had ended could not be checked: %s",
+                    ctx.table.name,
+                    spark_error_summary(error),
+                )
             raise
         finally:
             context.removeJobTag(tag)
@@ -303,7 +312,7 @@ def _check_gone(
 
 
 def _measure_cut_short(
-    ctx: TableContext, confirmed: DataFrame, directory_objects: DataFrame | None, ended: bool
+    ctx: TableContext, confirmed: DataFrame, directory_objects: DataFrame | None, ended: bool | None
 ) -> None:
     """After a deletes' job that ended without outcomes (``ended``: its tasks had ended, or some
     still ran after :data:`TASKS_END_TIMEOUT_SECONDS`; see :func:`deleting`): count the files
@@ -339,13 +348,7 @@ def _measure_cut_short(
             "or one LIST); the gone ones are counted as deleted and ledgered without their delete "
             "markers' version ids (as in any batch delete, a file someone else deleted since the "
             "inventory counts too), and how many requests it sent is unknown"
-            + (
-                ""
-                if ended
-                else f"; some of its tasks still ran {TASKS_END_TIMEOUT_SECONDS:g} s after it ended, so "
-                "files they deleted after the check are in neither the count nor the ledger, and how "
-                "many remain is unknown"
-            )
+            + ("" if ended else f"; {_tasks_may_run(ended, 'its tasks', 'it ended')}, so {_SO_UNCOUNTED}")
         )
         _warn_of_dropped(run)
         if ctx.ledger and run.deleted_files:
@@ -353,6 +356,19 @@ def _measure_cut_short(
     finally:
         for frame in frames:
             frame.unpersist()
+
+
+_SO_UNCOUNTED = (
+    "files they deleted after the check are in neither the count nor the ledger, and how many remain "
+    "is unknown"
+)
+
+
+def _tasks_may_run(ended: bool | None, tasks: str, end: str) -> str:
+    """Why ``tasks`` of failed deletes may have deleted after the check (``ended`` not True)."""
+    if ended is None:
+        return f"whether all of {tasks} had ended could not be checked"
+    return f"some of {tasks} still ran {TASKS_END_TIMEOUT_SECONDS:g} s after {end}"
 
 
 def _tasks_ended(spark: SparkSession, timeout: float) -> bool:
@@ -388,7 +404,7 @@ def measure_delta_deletes(
     *,
     sized: bool,
     fail_on_remaining: bool = True,
-    ended: bool = True,
+    ended: bool | None = True,
 ) -> None:
     """After Delta's own VACUUM: count the planned files that are really gone, and ledger them.
 
@@ -416,11 +432,8 @@ def measure_delta_deletes(
         run.remaining_files = run.planned_files - (run.already_gone_files or 0) - run.deleted_files
         if not ended:
             run.remaining_files = None
-            run.warnings.append(
-                f"some of Delta's delete tasks still ran {TASKS_END_TIMEOUT_SECONDS:g} s after its VACUUM "
-                "failed: files they deleted after the check are in neither the count nor the ledger, and "
-                "how many remain is unknown"
-            )
+            tasks = _tasks_may_run(ended, "Delta's delete tasks", "its VACUUM failed")
+            run.warnings.append(f"{tasks}: {_SO_UNCOUNTED}")
         if ctx.ledger and run.deleted_files:
             _ledger(ctx, deleted, "delta")
     finally:
