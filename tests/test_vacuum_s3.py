@@ -233,6 +233,20 @@ def _batch_run(planned, name: str = "events"):
     return run
 
 
+def _events_context(spark, run_id: str, run, state, **options):  # type: ignore[no-untyped-def]
+    """The table ``events``' context in a run of its own, ``run_id``, with ``options``."""
+    from vacuum.context import RunContext, TableContext, VacuumOptions
+
+    return TableContext(
+        spark,
+        RegisteredTableStub("events"),
+        VacuumOptions(**options),
+        RunContext(run_id, None, ()),
+        run,
+        state,
+    )
+
+
 def test_a_batch_delete_sends_nothing_once_its_run_stopped_and_one_cut_short_counts_what_is_gone(
     spark, s3, lake, monkeypatch
 ):
@@ -268,14 +282,7 @@ def test_a_batch_delete_sends_nothing_once_its_run_stopped_and_one_cut_short_cou
 
         monkeypatch.setattr(deletion, "delete_in_batches", cancelled)
         cut_short = _batch_run(planned)
-        table = TableContext(
-            spark,
-            RegisteredTableStub("events"),
-            VacuumOptions(ledger_table=ledger),
-            RunContext("cut-short", None, ()),
-            cut_short,
-            state,
-        )
+        table = _events_context(spark, "cut-short", cut_short, state, ledger_table=ledger)
         with pytest.raises(RuntimeError, match="cancelled"):
             delete_batch(table, planned, sql)
         # when whether the job's tasks had ended cannot be checked, how many remain is not known
@@ -286,14 +293,7 @@ def test_a_batch_delete_sends_nothing_once_its_run_stopped_and_one_cut_short_cou
 
         monkeypatch.setattr(deletion, "_tasks_ended", tracker_gone)
         unchecked = _batch_run(planned)
-        unchecked_table = TableContext(
-            spark,
-            RegisteredTableStub("events"),
-            VacuumOptions(),
-            RunContext("unchecked", None, ()),
-            unchecked,
-            state,
-        )
+        unchecked_table = _events_context(spark, "unchecked", unchecked, state)
         with pytest.raises(RuntimeError, match="cancelled"):
             delete_batch(unchecked_table, planned, sql)
         planned.unpersist()
