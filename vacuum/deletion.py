@@ -82,7 +82,10 @@ def deleting(ctx: TableContext, before: str) -> Iterator[DeletesJobs]:
                 )
             raise
         finally:
-            context.removeJobTag(tag)
+            try:
+                context.removeJobTag(tag)
+            except Exception as error:  # the block's own error (or outcome) stays the table's
+                log.warning("%s: could not remove a job tag: %s", ctx.table.name, spark_error_summary(error))
     finally:
         ctx.run_context.end_deletes(tag)
 
@@ -314,8 +317,9 @@ def _check_gone(
 def _measure_cut_short(
     ctx: TableContext, confirmed: DataFrame, directory_objects: DataFrame | None, ended: bool | None
 ) -> None:
-    """After a deletes' job that ended without outcomes (``ended``: its tasks had ended, or some
-    still ran after :data:`TASKS_END_TIMEOUT_SECONDS`; see :func:`deleting`): count the files
+    """After a deletes' job that ended without outcomes (``ended``: True, its tasks had ended;
+    False, some still ran after :data:`TASKS_END_TIMEOUT_SECONDS`; None, that could not be
+    checked; see :func:`deleting`): count the files
     of ``confirmed`` that are gone, as deleted (S3 answers "Deleted" for a key already gone, so the
     outcomes would have counted those too), and ledger them without a delete marker's version id
     (a restore takes the marker made in the delete's time window, which ends when the check had
@@ -348,7 +352,7 @@ def _measure_cut_short(
             "or one LIST); the gone ones are counted as deleted and ledgered without their delete "
             "markers' version ids (as in any batch delete, a file someone else deleted since the "
             "inventory counts too), and how many requests it sent is unknown"
-            + ("" if ended else f"; {_tasks_may_run(ended, 'its tasks', 'it ended')}, so {_SO_UNCOUNTED}")
+            + ("" if ended else f"; {_tasks_may_run(ended, 'its tasks', 'it ended')}")
         )
         _warn_of_dropped(run)
         if ctx.ledger and run.deleted_files:
@@ -358,17 +362,20 @@ def _measure_cut_short(
             frame.unpersist()
 
 
-_SO_UNCOUNTED = (
-    "files they deleted after the check are in neither the count nor the ledger, and how many remain "
-    "is unknown"
-)
-
-
 def _tasks_may_run(ended: bool | None, tasks: str, end: str) -> str:
-    """Why ``tasks`` of failed deletes may have deleted after the check (``ended`` not True)."""
-    if ended is None:
-        return f"whether all of {tasks} had ended could not be checked"
-    return f"some of {tasks} still ran {TASKS_END_TIMEOUT_SECONDS:g} s after {end}"
+    """Why ``tasks`` of failed deletes may have deleted files the check did not see (``ended`` not
+    True), and what that means for the counts: ``<why>, so <what>``."""
+    if ended is None:  # nothing waited for them
+        why, when = f"whether all of {tasks} had ended could not be checked", "during or after the check"
+    else:
+        why, when = (
+            f"some of {tasks} still ran {TASKS_END_TIMEOUT_SECONDS:g} s after {end}",
+            "after the check",
+        )
+    return (
+        f"{why}, so files they may have deleted {when} are in neither the count nor the ledger, and "
+        "how many remain is unknown"
+    )
 
 
 def _tasks_ended(spark: SparkSession, timeout: float) -> bool:
@@ -412,7 +419,8 @@ def measure_delta_deletes(
     ``directory_objects`` (from the inventory slice) lets the check list a directory instead of
     asking for each file; ``sized``: the plan's lengths are known (an inventory plan). Without
     ``fail_on_remaining`` Delta failed or was cancelled part-way; ``ended``: its tasks had ended
-    (:func:`deleting`).
+    (True), some still ran after :data:`TASKS_END_TIMEOUT_SECONDS` (False), or that could not be
+    checked (None; :func:`deleting`).
     """
     run = ctx.run
     try:
@@ -432,8 +440,7 @@ def measure_delta_deletes(
         run.remaining_files = run.planned_files - (run.already_gone_files or 0) - run.deleted_files
         if not ended:
             run.remaining_files = None
-            tasks = _tasks_may_run(ended, "Delta's delete tasks", "its VACUUM failed")
-            run.warnings.append(f"{tasks}: {_SO_UNCOUNTED}")
+            run.warnings.append(_tasks_may_run(ended, "Delta's delete tasks", "its VACUUM failed"))
         if ctx.ledger and run.deleted_files:
             _ledger(ctx, deleted, "delta")
     finally:
