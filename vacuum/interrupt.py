@@ -43,8 +43,9 @@ class Interrupts:
     cancels the running Spark jobs from a thread of its own, and raises nothing, so the run keeps
     every table's outcome. The stop comes first, so a table that checks it after the interrupt
     begins nothing more; the deletes of a table that had begun them are cancelled until they end,
-    also a job of them that starts after the interrupt. After :meth:`tables_ended`, an interrupt is only noted: what remains (the
-    history's append) is the record of what the tables did, and no cancel sent before may reach it.
+    also a job of them that starts after the interrupt. After :meth:`tables_ended`, an interrupt is
+    only noted: what remains (the history's append) is the record of what the tables did, and no
+    cancel sent before may reach it.
 
     The handler never calls into the JVM itself: Python runs it on the main thread, which may be
     waiting inside a call to the JVM (a history append, say), on that thread's own connection; the
