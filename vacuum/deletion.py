@@ -60,8 +60,10 @@ def deleting(ctx: TableContext, before: str) -> Iterator[DeletesJobs]:
     when a job starts after it (:meth:`vacuum.interrupt.Interrupts._cancel`): a table that passed
     its last check just before the interrupt would otherwise start deleting after the cancel, and
     delete to the end. The checks of what the deletes did run after the block, without that tag,
-    so no such cancel reaches them. When the block fails, it first waits until the table's jobs
-    have ended and none of their tasks still runs (:func:`_tasks_ended`)."""
+    so no such cancel reaches them. As the block begins, the table's deletes are marked begun
+    (``ctx.delete_started_at``) and what they deleted unknown until measured (not 0: also when
+    they fail or are cancelled part-way). When the block fails, it first waits until the table's
+    jobs have ended and none of their tasks still runs (:func:`_tasks_ended`)."""
     context = ctx.spark.sparkContext
     tag = f"inventory-vacuum-deletes-{uuid.uuid4().hex}"
     ctx.run_context.begin_deletes(tag, partial(ctx.refuse_if_stopped, before))
@@ -69,6 +71,8 @@ def deleting(ctx: TableContext, before: str) -> Iterator[DeletesJobs]:
     try:
         context.addJobTag(tag)
         try:
+            ctx.delete_started_at = datetime.now(timezone.utc)
+            ctx.run.deleted_files = ctx.run.deleted_bytes = ctx.run.remaining_files = None
             yield jobs
         except BaseException:
             try:
@@ -204,10 +208,7 @@ def _send_deletes(
     try:
         # refused when the run stopped meanwhile: the re-plan and existence checks took a while
         with deleting(ctx, "its first delete request") as jobs:
-            ctx.delete_started_at = datetime.now(timezone.utc)
-            # from the first request on, until the outcomes are counted, what was deleted is not
-            # known (not 0): also when the deletes' job fails or is cancelled part-way
-            run.deleted_files = run.deleted_bytes = run.remaining_files = run.delete_requests = None
+            run.delete_requests = None  # counted with the outcomes, as what was deleted
             outcomes = delete_in_batches(confirmed)
     except Exception:  # failed or cancelled as a whole (an interrupt cancels it), or refused
         if ctx.delete_started_at is not None:

@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
@@ -519,9 +518,6 @@ def _vacuum(ctx: TableContext) -> None:
             counts = directories
             try:
                 with deleting(ctx, "Delta's delete") as jobs:
-                    ctx.delete_started_at = datetime.now(timezone.utc)
-                    # until measured, what was deleted is not known (not 0)
-                    run.deleted_files = run.deleted_bytes = run.remaining_files = None
                     spark.sql(real_sql)
             except Exception:
                 if ctx.delete_started_at is not None:
