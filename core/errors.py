@@ -66,7 +66,8 @@ def spark_error_summary(error: BaseException) -> str:
     # Py4J's own first line names only the JVM object and method ("o73.orc"): the Java error follows
     if len(lines) > 1 and _PY4J_CALL.match(lines[0]):
         lines = lines[1:]
-    generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in")
+    # wrappers whose own line names no cause: the numbered failures they list follow them
+    generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in", "MULTIPLE_FAILURES]")
     conditions = [
         line
         for line in lines
@@ -86,4 +87,5 @@ def spark_error_summary(error: BaseException) -> str:
 def _strip_exception_names(line: str) -> str:
     # Py4J's text puts the Java error after a ": " of its own line
     line = line.strip().removeprefix("Caused by:").strip().removeprefix(": ")
+    line = re.sub(r"^\d+\.\s+(?=[\w.$]+(?:Exception|Error):|\[)", "", line)  # a wrapper's numbered item
     return re.sub(r"^(?:[\w.$]+(?:Exception|Error):\s*)+", "", line).strip()

@@ -39,3 +39,20 @@ def test_py4js_call_line_is_never_the_summary_when_the_java_error_follows():
     assert spark_error_summary(Py4JLike("An error occurred while calling o43.save.")) == (
         "An error occurred while calling o43.save."
     )
+
+
+def test_a_wrapper_of_several_failures_is_summarised_by_the_first_it_lists():
+    cancelled = Py4JLike(
+        "An error occurred while calling o2210.first.\n"
+        ": org.apache.spark.SparkException: [STAGE_MATERIALIZATION_MULTIPLE_FAILURES] Multiple failures (2) "
+        "in stage materialization: \n"
+        "  1. SparkException: [SPARK_JOB_CANCELLED] Job 7922 cancelled part of cancelled job tags "
+        "inventory-vacuum-deletes-def6 SQLSTATE: XXKDA\n"
+        "  2. SparkException: [SPARK_JOB_CANCELLED] Job 7923 cancelled part of cancelled job tags "
+        "inventory-vacuum-deletes-def6 SQLSTATE: XXKDA SQLSTATE: XX000\n"
+        "\tat org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec.cleanUpAndThrowException(X.scala:1)\n"
+    )
+    assert spark_error_summary(cancelled) == (
+        "[SPARK_JOB_CANCELLED] Job 7922 cancelled part of cancelled job tags inventory-vacuum-deletes-def6 "
+        "SQLSTATE: XXKDA"
+    )
