@@ -23,10 +23,11 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from core.local_files import written_whole
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -82,14 +83,9 @@ def remember_jars(packages: Sequence[str], spark_version: str, loaded: str) -> P
             for path, stat in ((path, os.stat(path)) for path in paths)
         ]
         target.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".jars-", suffix=".json")
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-                json.dump({"packages": list(packages), "jars": jars}, out, indent=1)
-            os.replace(temporary, target)  # another process reading it sees the old list or the new
-        except OSError:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        # another process reading it sees the old list or the new
+        with written_whole(target) as partial, open(partial, "w", encoding="utf-8") as out:
+            json.dump({"packages": list(packages), "jars": jars}, out, indent=1)
     except OSError as error:
         log.info("the resolved jars are not kept for the next start (%s): %s", target, error)
         return None

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from core.local_files import written_whole
 from jobs import params
 from jobs.commands.common import check_writable, protected_paths, run_id
 from jobs.output import Output, output_for
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if not args.output:
         output.show(NAME, report)
         return 0
-    with open(args.output, "w", encoding="utf-8") as target:
+    with written_whole(args.output) as partial, open(partial, "w", encoding="utf-8") as target:
         output_for(args, target).show(NAME, report)
     chosen = "json" if args.json else args.report_format
     print(f"wrote the {chosen} chargeback report to {args.output}", file=sys.stderr)

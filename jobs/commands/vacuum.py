@@ -109,11 +109,14 @@ def run(args: argparse.Namespace, output: Output) -> int:
 
 
 def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Output) -> None:
+    from core.local_files import written_whole
     from vacuum.candidates import write_candidates
 
+    # each file whole or not at all: an interrupt while it is written leaves it as it was
     if args.candidates:
-        write_candidates(result.tables, args.candidates)
+        with written_whole(args.candidates) as partial:
+            write_candidates(result.tables, partial)
     if args.report:
-        with open(args.report, "w", encoding="utf-8") as report:
+        with written_whole(args.report) as partial, open(partial, "w", encoding="utf-8") as report:
             json.dump(result.to_dict(), report, indent=2, default=str)
     output.show(NAME, result)

@@ -1,0 +1,86 @@
+"""The local files a command writes (a vacuum's report and candidate list, a chargeback report)
+are whole or as they were: an interrupt while one is written never leaves it cut short."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import stat
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pytest
+
+from core.local_files import written_whole
+
+pytestmark = pytest.mark.spark_independent
+
+
+def _left_in(folder) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+def test_a_file_written_whole_replaces_the_old_one_with_its_permissions(tmp_path):
+    target = tmp_path / "report.json"
+    target.write_text("old")
+    target.chmod(0o640)
+    with written_whole(target) as partial, open(partial, "w") as out:
+        assert os.path.dirname(partial) == str(tmp_path) and partial.endswith(".json")
+        out.write("new")
+    assert target.read_text() == "new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert _left_in(tmp_path) == ["report.json"]
+
+
+def test_an_interrupt_while_a_file_is_written_leaves_the_old_one_or_none(tmp_path):
+    old = tmp_path / "report.json"
+    old.write_text('{"whole": true}')
+    new = tmp_path / "candidates.csv"
+    for target in (old, new):
+        with pytest.raises(KeyboardInterrupt), written_whole(target) as partial:
+            with open(partial, "w") as out:
+                out.write('{"cut')
+            raise KeyboardInterrupt
+    assert json.loads(old.read_text()) == {"whole": True}
+    assert not new.exists()
+    assert _left_in(tmp_path) == ["report.json"]  # no partial file left behind
+
+
+def test_a_link_stays_a_link_and_its_target_is_replaced(tmp_path):
+    real = tmp_path / "reports" / "today.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    with written_whole(link) as partial, open(partial, "w") as out:
+        out.write("new")
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+def test_the_vacuum_commands_files_stay_whole_when_the_report_is_cut_short(tmp_path, monkeypatch):
+    """The command's own writing of --candidates and --report: a Ctrl-C in the middle of the
+    report leaves the report of the run before, and the candidate list written in full."""
+    from jobs.commands import vacuum as command
+    from jobs.output import output_for
+    from vacuum.results import VacuumResult
+
+    report, candidates = tmp_path / "report.json", tmp_path / "candidates.csv"
+    report.write_text('{"run_id": "yesterday"}')
+    args = argparse.Namespace(report=str(report), candidates=str(candidates), json=True)
+
+    def cut_short(value, stream, **kwargs):
+        stream.write('{"run_id": "to')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command.json, "dump", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        command._write_and_show(args, VacuumResult([], "today"), output_for(args, io.StringIO()))
+    assert json.loads(report.read_text()) == {"run_id": "yesterday"}
+    assert pa_csv.read_csv(candidates).column_names == ["table", "path", "length", "partition"]
+    assert _left_in(tmp_path) == ["candidates.csv", "report.json"]
+    monkeypatch.undo()
+    command._write_and_show(args, VacuumResult([], "today"), output_for(args, io.StringIO()))
+    assert json.loads(report.read_text())["run_id"] == "today"
+    assert isinstance(pa_csv.read_csv(candidates), pa.Table)
