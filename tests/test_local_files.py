@@ -84,3 +84,21 @@ def test_the_vacuum_commands_files_stay_whole_when_the_report_is_cut_short(tmp_p
     command._write_and_show(args, VacuumResult([], "today"), output_for(args, io.StringIO()))
     assert json.loads(report.read_text())["run_id"] == "today"
     assert isinstance(pa_csv.read_csv(candidates), pa.Table)
+
+
+def test_a_device_is_written_in_place_not_replaced(tmp_path):
+    """``--report /dev/stdout``, say: no rename can replace a device, so it is written as before."""
+    with written_whole("/dev/null") as partial, open(partial, "w") as out:
+        out.write("the report")
+    assert partial == "/dev/null" and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_the_check_before_a_run_makes_and_removes_its_probe(tmp_path):
+    from core.errors import UsageError
+    from jobs.commands.common import check_writable
+
+    check_writable("--report", str(tmp_path / "report.json"))
+    check_writable("--report", "/dev/null")
+    assert _left_in(tmp_path) == []
+    with pytest.raises(UsageError, match=r"^--report .*/gone/report.json: cannot write there"):
+        check_writable("--report", str(tmp_path / "gone" / "report.json"))
