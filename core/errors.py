@@ -66,26 +66,51 @@ def spark_error_summary(error: BaseException) -> str:
     # Py4J's own first line names only the JVM object and method ("o73.orc"): the Java error follows
     if len(lines) > 1 and _PY4J_CALL.match(lines[0]):
         lines = lines[1:]
-    # wrappers whose own line names no cause: the numbered failures they list follow them
-    generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in", "MULTIPLE_FAILURES]")
+    first = _first_listed_failure(lines)
+    return _summary(first if first else lines, type(error).__name__)[:500]
+
+
+# the errors a query's several failures are wrapped in: Spark 4.2's numbered list of them
+# ("[STAGE_MATERIALIZATION_MULTIPLE_FAILURES] Multiple failures (2) ...:", then "1. ...", "2. ...")
+# and its earlier one, whose first failure is its cause and the others suppressed
+_MULTIPLE_FAILURES = ("MULTIPLE_FAILURES]", "Multiple failures in stage materialization")
+_LISTED = re.compile(r"^\d+\.\s+")
+
+
+def _first_listed_failure(lines: list[str]) -> list[str] | None:
+    """The lines of the first failure in a wrapper's numbered list (``1. ...`` up to ``2. ...``),
+    its number taken off: the one Spark met first, which the others (often the cancellations
+    that follow it) must not hide. None without such a wrapper."""
+    wrapper = next((i for i, line in enumerate(lines) if "MULTIPLE_FAILURES]" in line), None)
+    if wrapper is None:
+        return None
+    listed = [i for i in range(wrapper + 1, len(lines)) if _LISTED.match(lines[i])]
+    if not listed:
+        return None
+    item = lines[listed[0] : listed[1] if len(listed) > 1 else len(lines)]
+    return [_LISTED.sub("", item[0]), *item[1:]]
+
+
+def _summary(lines: list[str], fallback: str) -> str:
+    # errors that wrap others and whose own line names no cause; the failures a wrapper suppressed
+    # are not the one it reports
+    generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in", *_MULTIPLE_FAILURES)
+    lines = [line for line in lines if not line.startswith("Suppressed:")]
     conditions = [
         line
         for line in lines
         if re.search(r"\[[A-Z][A-Z_.]+\]", line) and not any(g in line for g in generic)
     ]
     causes = [line.split("Caused by:", 1)[1] for line in lines if line.startswith("Caused by:")]
-    best = (
-        conditions[0] if conditions else causes[-1] if causes else lines[0] if lines else type(error).__name__
-    )
+    best = conditions[0] if conditions else causes[-1] if causes else lines[0] if lines else fallback
     best = _strip_exception_names(best)
     root = _strip_exception_names(causes[-1]) if causes else ""
     if root and root not in best and "FAILED_READ_FILE" in best:
         best = f"{best.split(' SQLSTATE')[0].strip()} ({root})"
-    return best[:500]
+    return best
 
 
 def _strip_exception_names(line: str) -> str:
     # Py4J's text puts the Java error after a ": " of its own line
     line = line.strip().removeprefix("Caused by:").strip().removeprefix(": ")
-    line = re.sub(r"^\d+\.\s+(?=[\w.$]+(?:Exception|Error):|\[)", "", line)  # a wrapper's numbered item
     return re.sub(r"^(?:[\w.$]+(?:Exception|Error):\s*)+", "", line).strip()

@@ -56,3 +56,38 @@ def test_a_wrapper_of_several_failures_is_summarised_by_the_first_it_lists():
         "[SPARK_JOB_CANCELLED] Job 7922 cancelled part of cancelled job tags inventory-vacuum-deletes-def6 "
         "SQLSTATE: XXKDA"
     )
+
+
+def test_the_first_listed_failure_speaks_for_a_wrapper_even_when_a_cancellation_follows():
+    aborted = (
+        "Job aborted due to stage failure: Task 0 in stage 12.0 failed 1 times, most recent failure: "
+        "org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+        "s3a://inv/t/part-7.parquet. SQLSTATE: KD001\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.cannotReadFilesError(X.scala:1)\n"
+        "Caused by: java.nio.file.AccessDeniedException: s3a://inv/t/part-7.parquet: 403 Forbidden\n"
+    )
+    denied_then_cancelled = Py4JLike(
+        "An error occurred while calling o2210.first.\n"
+        ": org.apache.spark.SparkException: [STAGE_MATERIALIZATION_MULTIPLE_FAILURES] Multiple failures (2) "
+        "in stage materialization: \n"
+        f"  1. SparkException: {aborted}"
+        "  2. SparkException: [SPARK_JOB_CANCELLED] Job 7923 cancelled part of cancelled job tags t SQLSTATE: XXKDA\n"
+        "\tSuppressed: org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 7923 cancelled SQLSTATE: XXKDA\n"
+    )
+    assert spark_error_summary(denied_then_cancelled) == "s3a://inv/t/part-7.parquet: 403 Forbidden"
+    # a first failure with no error condition is itself the summary, not the wrapper's line
+    no_condition = Py4JLike(
+        "[STAGE_MATERIALIZATION_MULTIPLE_FAILURES] Multiple failures (2) in stage materialization: \n"
+        "  1. IOException: No space left on device\n"
+        "  2. SparkException: [SPARK_JOB_CANCELLED] Job 12 cancelled SQLSTATE: XXKDA"
+    )
+    assert spark_error_summary(no_condition) == "No space left on device"
+    # Spark's earlier wrapper: the first failure is its cause, the others are suppressed
+    earlier = Py4JLike(
+        ": org.apache.spark.SparkException: Multiple failures in stage materialization.\n"
+        "\tSuppressed: org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 2 cancelled SQLSTATE: XXKDA\n"
+        "Caused by: org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 1 cancelled SQLSTATE: XXKDA\n"
+    )
+    assert spark_error_summary(earlier) == "[SPARK_JOB_CANCELLED] Job 1 cancelled SQLSTATE: XXKDA"
+    # a message of its own that begins with a number is no list
+    assert spark_error_summary(Py4JLike("3. [NOT_LISTED] step 3 failed")) == "3. [NOT_LISTED] step 3 failed"
