@@ -1,71 +1,106 @@
 """Local files a command writes whole (a report, a candidate list, the jar list): written beside
 their name and renamed onto it only once complete, so that an error or an interrupt (Ctrl-C)
-midway leaves the file as it was, or absent, never cut short."""
+midway leaves the file as it was, or absent, never cut short.
+
+Where a rename cannot replace the file as the user has it, the file is written in place, as
+``open(path, "w")`` would: a path under ``/dev`` or ``/proc`` (``--report /dev/stdout``, which may
+be a pipe or the command's own log), anything but a regular file, a file of another owner or with
+other hard links (a rename would change its owner or split it from them), a folder that takes no
+new file, and a rename the file system refuses (a file bind-mounted into a container, a sticky
+folder, a mount that cannot rename).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
-import stat
-import tempfile
+import secrets
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+log = logging.getLogger("inventory_vacuum")
+
 
 @contextmanager
 def written_whole(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Yield a temporary path in ``path``'s folder, with ``path``'s suffix, to write the file to;
-    when the block ends without an exception, the file is renamed onto ``path`` (a reader sees the
-    old file or the new one), with ``path``'s permissions when it existed, else those a new file
-    gets here (the umask's). When the block raises (anything, ``KeyboardInterrupt`` too), the
-    temporary file is removed and ``path`` is untouched. A symbolic link at ``path`` stays one:
-    its target is replaced. A ``path`` that is no regular file (``/dev/stdout``, a named pipe)
-    cannot be replaced: it is yielded itself, and written in place."""
+    """Yield the path to write the file to: a new file beside ``path``, ending as its name does
+    (``.csv``, ``.parquet``: a writer that picks its format by the name picks the same). When the
+    block ends without an exception it is flushed to disk and renamed onto ``path`` (a reader sees
+    the old file or the new one) with the old file's permissions and group, or a new file's here;
+    a symbolic link at ``path`` stays one, its target replaced. When the block raises (anything,
+    ``KeyboardInterrupt`` too), the new file is removed and ``path`` is untouched. Where no rename
+    can do that (see the module's text), ``path`` itself is yielded, or the file is copied onto it."""
     target = _replaceable(path)
-    if target is None:
+    temporary = None
+    if target is not None:
+        try:
+            temporary = _new_file_beside(target, Path(path).suffix)
+        except OSError as error:
+            log.info("%s is written in place: no new file in its folder (%s)", path, error.strerror)
+    if temporary is None:
         yield os.fspath(path)
         return
-    temporary = _temporary_beside(target)
+    assert target is not None
     try:
         yield temporary
+        _flush(temporary)
         try:
-            mode = stat.S_IMODE(target.stat().st_mode)
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
+            _take_permissions(temporary, target)
+            os.replace(temporary, target)
+        except OSError as error:
+            log.info("%s is written in place: it cannot be renamed onto (%s)", path, error.strerror)
+            shutil.copyfile(temporary, target)
+    finally:
         Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def check_writable_whole(path: str | os.PathLike[str]) -> None:
-    """Raise ``OSError`` unless :func:`written_whole` can write ``path``: its folder must take a
-    new file (the temporary one), made and removed here."""
-    target = _replaceable(path)
-    if target is not None:
-        os.unlink(_temporary_beside(target))
 
 
 def _replaceable(path: str | os.PathLike[str]) -> Path | None:
-    """The file a rename replaces for ``path`` (a link's target), or None when ``path`` is there
-    and is no regular file."""
+    """The file a rename replaces for ``path`` (a link's target), or None when it is to be written
+    in place (see the module's text)."""
+    given = os.path.abspath(path)
     target = Path(os.path.realpath(path))
-    if target.exists() and not target.is_file():
+    if any(str(p).startswith(("/dev/", "/proc/")) for p in (given, target)):
+        return None
+    try:
+        status = target.stat()
+    except FileNotFoundError:
+        return target
+    if not target.is_file() or status.st_uid != os.geteuid() or status.st_nlink > 1:
         return None
     return target
 
 
-def _temporary_beside(target: Path) -> str:
-    # ending as the name does (.csv, .parquet): a writer that picks its format by the name picks the same
-    descriptor, temporary = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=f".partial{target.suffix}"
-    )
-    os.close(descriptor)
-    return temporary
+def _new_file_beside(target: Path, suffix: str) -> str:
+    """A new, empty file in ``target``'s folder, hidden, made as ``open`` makes one (the umask
+    and the folder's default ACL apply)."""
+    for _ in range(10):
+        name = target.parent / f".{target.name}.{secrets.token_hex(4)}.partial{suffix}"
+        try:
+            descriptor = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        except FileExistsError:
+            continue
+        os.close(descriptor)
+        return str(name)
+    raise FileExistsError(f"no free temporary name beside {target}")
 
 
-def _umask() -> int:
-    current = os.umask(0)  # the only way to read it: set it back at once
-    os.umask(current)
-    return current
+def _take_permissions(temporary: str, target: Path) -> None:
+    """The old file's mode and group on the new one (a new file keeps its own); ``OSError`` when
+    the group cannot be given (the file is then written in place, keeping it)."""
+    try:
+        status = target.stat()
+    except FileNotFoundError:
+        return
+    if status.st_gid != os.stat(temporary).st_gid:
+        os.chown(temporary, -1, status.st_gid)
+    os.chmod(temporary, status.st_mode & 0o7777)
+
+
+def _flush(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -8,6 +8,9 @@ import io
 import json
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
@@ -16,6 +19,8 @@ import pytest
 from core.local_files import written_whole
 
 pytestmark = pytest.mark.spark_independent
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _left_in(folder) -> list[str]:
@@ -93,12 +98,77 @@ def test_a_device_is_written_in_place_not_replaced(tmp_path):
     assert partial == "/dev/null" and stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
-def test_the_check_before_a_run_makes_and_removes_its_probe(tmp_path):
+def test_the_check_before_a_run_leaves_no_file_and_keeps_a_link(tmp_path):
     from core.errors import UsageError
     from jobs.commands.common import check_writable
 
     check_writable("--report", str(tmp_path / "report.json"))
-    check_writable("--report", "/dev/null")
-    assert _left_in(tmp_path) == []
+    (tmp_path / "reports").mkdir()
+    link = tmp_path / "latest.json"
+    link.symlink_to(tmp_path / "reports" / "today.json")  # to a file not there yet
+    check_writable("--report", str(link))
+    assert _left_in(tmp_path) == ["latest.json", "reports"] and link.is_symlink()
+    assert _left_in(tmp_path / "reports") == []
     with pytest.raises(UsageError, match=r"^--report .*/gone/report.json: cannot write there"):
         check_writable("--report", str(tmp_path / "gone" / "report.json"))
+
+
+def test_the_commands_own_output_as_a_file_is_written_in_place(tmp_path):
+    """``--report /dev/stdout`` with the output sent to a file (a job's log): the file stays the
+    one the command writes to, so what it prints after the report is not lost."""
+    log = tmp_path / "run.log"
+    script = (
+        "from core.local_files import written_whole\n"
+        "with written_whole('/dev/stdout') as partial, open(partial, 'w') as out:\n"
+        "    out.write('the report\\n')\n"
+        "print('printed after', flush=True)\n"
+    )
+    before = None
+    with open(log, "w") as out:
+        before = os.fstat(out.fileno()).st_ino
+        subprocess.run([sys.executable, "-c", script], stdout=out, check=True, cwd=REPO)
+    assert log.stat().st_ino == before and "printed after" in log.read_text()
+    assert _left_in(tmp_path) == ["run.log"]
+
+
+def test_a_file_of_another_owner_or_with_other_links_is_written_in_place(tmp_path):
+    other = tmp_path / "theirs.json"
+    other.write_text("old")
+    os.chown(other, 4321, 4321)  # the tests run as root
+    linked = tmp_path / "linked.json"
+    linked.write_text("old")
+    os.link(linked, tmp_path / "other-name.json")
+    for target in (other, linked):
+        inode = target.stat().st_ino
+        with written_whole(target) as partial, open(partial, "w") as out:
+            out.write("new")
+        assert target.stat().st_ino == inode and target.read_text() == "new"
+    assert other.stat().st_uid == 4321 and (tmp_path / "other-name.json").read_text() == "new"
+
+
+def test_a_rename_the_file_system_refuses_falls_back_to_writing_in_place(tmp_path, monkeypatch):
+    """A file bind-mounted into a container cannot be renamed onto (EBUSY): it is written as before."""
+    import errno
+
+    target = tmp_path / "report.json"
+    target.write_text("old")
+
+    def busy(source, destination):
+        raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
+
+    monkeypatch.setattr(os, "replace", busy)
+    with written_whole(target) as partial, open(partial, "w") as out:
+        out.write("new")
+    assert target.read_text() == "new" and _left_in(tmp_path) == ["report.json"]
+
+
+def test_the_written_file_ends_as_the_name_given_not_a_links_target(tmp_path):
+    data = tmp_path / "data"
+    data.write_text("")
+    link = tmp_path / "latest.csv"
+    link.symlink_to(data)
+    with written_whole(link) as partial:
+        assert partial.endswith(".csv")
+        with open(partial, "w") as out:
+            out.write("a\n")
+    assert link.is_symlink() and data.read_text() == "a\n"

@@ -28,19 +28,15 @@ def s3_destination(uri: str) -> StorageLocation:
 
 
 def check_writable(flag: str, path: str) -> None:
-    """Fail now, with the flag's name, if ``path`` cannot be written, nor written whole
-    (:func:`core.local_files.written_whole`: its folder must take a temporary file)."""
-    from core.local_files import check_writable_whole
-
+    """Fail now, with the flag's name, if ``path`` cannot be written."""
     existed = os.path.exists(path)
     try:
         with open(path, "a", encoding="utf-8"):
             pass
-        if not existed:
-            os.remove(path)
-        check_writable_whole(path)
     except OSError as error:
         raise UsageError(f"{flag} {path}: cannot write there: {error.strerror}") from None
+    if not existed:
+        os.remove(os.path.realpath(path))  # the file made, not a link to it
 
 
 def protected_paths(
