@@ -61,7 +61,9 @@ def spark_error_summary(error: BaseException) -> str:
     """The most telling line of a Spark/JVM error (its innermost error condition), one line."""
     text = str(getattr(error, "desc", None) or error).strip()
     lines = [
-        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
+        line.strip()
+        for line in _without_suppressed(text.splitlines())
+        if line.strip() and not line.strip().startswith("at ")
     ]
     # Py4J's own first line names only the JVM object and method ("o73.orc"): the Java error follows
     if len(lines) > 1 and _PY4J_CALL.match(lines[0]):
@@ -91,11 +93,28 @@ def _first_listed_failure(lines: list[str]) -> list[str] | None:
     return [_LISTED.sub("", item[0]), *item[1:]]
 
 
+def _without_suppressed(lines: list[str]) -> list[str]:
+    """A Java stack trace's text without its ``Suppressed:`` blocks (each such line and what Java
+    prints below it: its stack, indented deeper, and its causes, at its own indent): the failures
+    an error suppressed are not the one it reports."""
+    kept: list[str] = []
+    block: int | None = None  # the indent of the Suppressed: line whose block is being left out
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if block is not None and (
+            indent > block or not stripped or (indent == block and stripped.startswith("Caused by:"))
+        ):
+            continue
+        block = indent if stripped.startswith("Suppressed:") else None
+        if block is None:
+            kept.append(line)
+    return kept
+
+
 def _summary(lines: list[str], fallback: str) -> str:
-    # errors that wrap others and whose own line names no cause; the failures a wrapper suppressed
-    # are not the one it reports
+    # errors that wrap others and whose own line names no cause
     generic = ("Job aborted", "awaitResult", "Task failed while", "Exception thrown in", *_MULTIPLE_FAILURES)
-    lines = [line for line in lines if not line.startswith("Suppressed:")]
     conditions = [
         line
         for line in lines

@@ -4,14 +4,17 @@ midway leaves the file as it was, or absent, never cut short.
 
 Where a rename cannot replace the file as the user has it, the file is written in place, as
 ``open(path, "w")`` would: a path under ``/dev`` or ``/proc`` (``--report /dev/stdout``, which may
-be a pipe or the command's own log), anything but a regular file, a file of another owner or with
-other hard links (a rename would change its owner or split it from them), a folder that takes no
-new file, and a rename the file system refuses (a file bind-mounted into a container, a sticky
-folder, a mount that cannot rename).
+be a pipe or the command's own log), the file the command's output goes to (a link to
+``/dev/stdout``), anything but a regular file, a file of another owner, with other hard links, an
+access list or extended attributes (a new file would have another owner, be split from its links,
+or lose them), a group the new file cannot take, a folder that takes no new file or makes it
+unwritable (a umask or default access list), and a rename the file system refuses (a file
+bind-mounted into a container, a sticky folder, a mount that cannot rename).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -33,17 +36,15 @@ def written_whole(path: str | os.PathLike[str]) -> Iterator[str]:
     ``KeyboardInterrupt`` too), the new file is removed and ``path`` is untouched. Where no rename
     can do that (see the module's text), ``path`` itself is yielded, or the file is copied onto it."""
     target = _replaceable(path)
-    temporary = None
-    if target is not None:
-        try:
-            temporary = _new_file_beside(target, Path(path).suffix)
-        except OSError as error:
-            log.info("%s is written in place: no new file in its folder (%s)", path, error.strerror)
-    if temporary is None:
+    if target is None:
         yield os.fspath(path)
         return
-    assert target is not None
+    made: list[str] = []  # the new file, named before it is made: an interrupt cannot leave it
     try:
+        temporary = _new_file_beside(target, _suffix(path), made)
+        if temporary is None:
+            yield os.fspath(path)
+            return
         yield temporary
         _flush(temporary)
         try:
@@ -53,7 +54,8 @@ def written_whole(path: str | os.PathLike[str]) -> Iterator[str]:
             log.info("%s is written in place: it cannot be renamed onto (%s)", path, error.strerror)
             shutil.copyfile(temporary, target)
     finally:
-        Path(temporary).unlink(missing_ok=True)
+        for name in made:
+            Path(name).unlink(missing_ok=True)
 
 
 def _replaceable(path: str | os.PathLike[str]) -> Path | None:
@@ -69,21 +71,47 @@ def _replaceable(path: str | os.PathLike[str]) -> Path | None:
         return target
     if not target.is_file() or status.st_uid != os.geteuid() or status.st_nlink > 1:
         return None
+    # the command's own output (a link to /dev/stdout, say): replaced, what it prints after is lost
+    for descriptor in (1, 2):
+        with contextlib.suppress(OSError):
+            output = os.fstat(descriptor)
+            if (output.st_dev, output.st_ino) == (status.st_dev, status.st_ino):
+                return None
+    # an access list or extended attributes, which a new file would not have
+    with contextlib.suppress(OSError):
+        if any(not name.startswith("security.") for name in os.listxattr(target)):
+            return None
     return target
 
 
-def _new_file_beside(target: Path, suffix: str) -> str:
+def _suffix(path: str | os.PathLike[str]) -> str:
+    name = Path(path).name
+    return Path(name).suffix or (name if name.startswith(".") else "")
+
+
+def _new_file_beside(target: Path, suffix: str, made: list[str]) -> str | None:
     """A new, empty file in ``target``'s folder, hidden, made as ``open`` makes one (the umask
-    and the folder's default ACL apply)."""
+    and the folder's default ACL apply), its name in ``made`` from before it is made; None (and
+    none left) when the folder takes no new file or the new file cannot be written to."""
     for _ in range(10):
-        name = target.parent / f".{target.name}.{secrets.token_hex(4)}.partial{suffix}"
+        name = str(target.parent / f".{target.name}.{secrets.token_hex(4)}.partial{suffix}")
+        made.append(name)
         try:
             descriptor = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
         except FileExistsError:
+            made.remove(name)  # another's
             continue
+        except OSError as error:
+            made.remove(name)
+            log.info("%s is written in place: no new file in its folder (%s)", target, error.strerror)
+            return None
         os.close(descriptor)
-        return str(name)
-    raise FileExistsError(f"no free temporary name beside {target}")
+        if not os.access(name, os.W_OK):  # a umask or default ACL that takes the owner's write
+            log.info("%s is written in place: a new file in its folder is not writable", target)
+            return None
+        return name
+    log.info("%s is written in place: no free temporary name in its folder", target)
+    return None
 
 
 def _take_permissions(temporary: str, target: Path) -> None:

@@ -89,5 +89,16 @@ def test_the_first_listed_failure_speaks_for_a_wrapper_even_when_a_cancellation_
         "Caused by: org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 1 cancelled SQLSTATE: XXKDA\n"
     )
     assert spark_error_summary(earlier) == "[SPARK_JOB_CANCELLED] Job 1 cancelled SQLSTATE: XXKDA"
+    # nor the causes of a suppressed failure, indented below it
+    read_and_cancelled = Py4JLike(
+        ": org.apache.spark.SparkException: Multiple failures in stage materialization.\n"
+        "\tat org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec.x(X.scala:1)\n"
+        "\tSuppressed: org.apache.spark.SparkException: Job aborted due to stage failure\n"
+        "\t\tat org.apache.spark.scheduler.DAGScheduler.x(DAGScheduler.scala:1)\n"
+        "\tCaused by: org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] reading s3a://inv/part-9\n"
+        "\t\tat x(y:1)\n"
+        "Caused by: org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] Job 1 cancelled SQLSTATE: XXKDA\n"
+    )
+    assert spark_error_summary(read_and_cancelled) == "[SPARK_JOB_CANCELLED] Job 1 cancelled SQLSTATE: XXKDA"
     # a message of its own that begins with a number is no list
     assert spark_error_summary(Py4JLike("3. [NOT_LISTED] step 3 failed")) == "3. [NOT_LISTED] step 3 failed"

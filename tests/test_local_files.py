@@ -172,3 +172,38 @@ def test_the_written_file_ends_as_the_name_given_not_a_links_target(tmp_path):
         with open(partial, "w") as out:
             out.write("a\n")
     assert link.is_symlink() and data.read_text() == "a\n"
+
+
+def test_a_file_with_extended_attributes_is_written_in_place(tmp_path):
+    """A new file would lose them: an access list, a team's tag."""
+    target = tmp_path / "report.json"
+    target.write_text("old")
+    try:
+        os.setxattr(target, "user.owner-team", b"storage")
+    except OSError as error:
+        pytest.skip(f"no extended attributes here: {error.strerror}")
+    inode = target.stat().st_ino
+    with written_whole(target) as partial, open(partial, "w") as out:
+        out.write("new")
+    assert target.stat().st_ino == inode and os.getxattr(target, "user.owner-team") == b"storage"
+
+
+def test_a_name_that_is_only_a_suffix_keeps_its_format(tmp_path):
+    with written_whole(tmp_path / ".csv") as partial:
+        assert partial.endswith(".csv")
+
+
+def test_a_file_that_cannot_be_written_leaves_the_others_and_the_outcome(tmp_path, capsys):
+    """After the run (its deletes done), a --candidates that cannot be written is one line of the
+    command's error; the report is still written and the outcome still shown."""
+    from jobs.commands import vacuum as command
+    from jobs.output import output_for
+    from vacuum.results import VacuumResult
+
+    report = tmp_path / "report.json"
+    args = argparse.Namespace(report=str(report), candidates=str(tmp_path / "gone" / "c.csv"), json=True)
+    shown = io.StringIO()
+    problems = command._write_and_show(args, VacuumResult([], "today"), output_for(args, shown))
+    assert [p.split(": not written: ")[0] for p in problems] == [f"--candidates {tmp_path}/gone/c.csv"]
+    assert json.loads(report.read_text())["run_id"] == "today"
+    assert json.loads(shown.getvalue())["run_id"] == "today"

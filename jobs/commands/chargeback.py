@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from core.errors import InventoryVacuumError
 from core.local_files import written_whole
 from jobs import params
 from jobs.commands.common import check_writable, protected_paths, run_id
@@ -81,8 +82,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
     if not args.output:
         output.show(NAME, report)
         return 0
-    with written_whole(args.output) as partial, open(partial, "w", encoding="utf-8") as target:
-        output_for(args, target).show(NAME, report)
+    try:
+        with written_whole(args.output) as partial, open(partial, "w", encoding="utf-8") as target:
+            output_for(args, target).show(NAME, report)
+    except OSError as error:
+        raise InventoryVacuumError(
+            f"--output {args.output}: not written: {error.strerror or error}"
+        ) from None
     chosen = "json" if args.json else args.report_format
     print(f"wrote the {chosen} chargeback report to {args.output}", file=sys.stderr)
     return 0

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from typing import TYPE_CHECKING
 
-from core.errors import RunInterrupted, UsageError
+from core.errors import InventoryVacuumError, RunInterrupted, UsageError
 from jobs import params
 from jobs.commands.common import check_writable, protected_paths, run_id
 from jobs.output import Output
 
 if TYPE_CHECKING:
     from vacuum.results import VacuumResult
+
+log = logging.getLogger("inventory_vacuum")
 
 NAME = "vacuum"
 SUMMARY = "vacuum registered Delta tables using the inventory (dry run first)"
@@ -100,23 +103,36 @@ def run(args: argparse.Namespace, output: Output) -> int:
         result = vacuum_tables(spark, tables, options, run_id=run_id())
     except RunInterrupted as interrupted:
         # what the tables did until the interrupt is written and shown as after any run; the
-        # interrupt's one line follows (exit 130)
+        # interrupt's one line follows (exit 130), also when a file could not be written
         assert isinstance(interrupted.result, VacuumResult)
-        _write_and_show(args, interrupted.result, output)
+        for problem in _write_and_show(args, interrupted.result, output):
+            log.error("%s", problem)
         raise
-    _write_and_show(args, result, output)
+    problems = _write_and_show(args, result, output)
+    if problems:  # the run's outcome is shown and in its history: the files' errors end the command
+        raise InventoryVacuumError("; ".join(problems))
     return 0 if result.ok else 1
 
 
-def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Output) -> None:
+def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Output) -> list[str]:
+    """Write --candidates and --report, then show the result; what could not be written, one line
+    each (the result is shown all the same: the run has happened, deletes and all)."""
     from core.local_files import written_whole
     from vacuum.candidates import write_candidates
 
+    problems = []
     # each file whole or not at all: an interrupt while it is written leaves it as it was
     if args.candidates:
-        with written_whole(args.candidates) as partial:
-            write_candidates(result.tables, partial)
+        try:
+            with written_whole(args.candidates) as partial:
+                write_candidates(result.tables, partial)
+        except OSError as error:
+            problems.append(f"--candidates {args.candidates}: not written: {error.strerror or error}")
     if args.report:
-        with written_whole(args.report) as partial, open(partial, "w", encoding="utf-8") as report:
-            json.dump(result.to_dict(), report, indent=2, default=str)
+        try:
+            with written_whole(args.report) as partial, open(partial, "w", encoding="utf-8") as report:
+                json.dump(result.to_dict(), report, indent=2, default=str)
+        except OSError as error:
+            problems.append(f"--report {args.report}: not written: {error.strerror or error}")
     output.show(NAME, result)
+    return problems
