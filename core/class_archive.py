@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from core.jar_cache import cache_folder
+from core.local_files import flush_to_disk
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -213,9 +214,9 @@ def create(jars: Sequence[str], spark_version: str, workload: str | None = None)
                     else "without the small Delta workload's (it failed too)",
                     line[len(WORKLOAD_FAILED) :].strip(),
                 )
-        _flush(temporary)  # a crash after the rename must not leave half an archive under the name
+        flush_to_disk(temporary)  # a crash after the rename must not leave half an archive under the name
         os.replace(temporary, target)
-        _flush(str(target.parent))
+        flush_to_disk(str(target.parent))
         return target
     except (OSError, subprocess.SubprocessError) as error:
         log.warning("no class-data archive (the JVM starts without one): %s", error)
@@ -230,14 +231,6 @@ def _reason(output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in lines if "[error]" in line or line.startswith("Error")]
     return errors[0] if errors else (lines or ["no output"])[-1]
-
-
-def _flush(path: str) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _remove_stale_temporaries(folder: Path) -> None:

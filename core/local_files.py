@@ -46,7 +46,7 @@ def written_whole(path: str | os.PathLike[str]) -> Iterator[str]:
             yield os.fspath(path)
             return
         yield temporary
-        _flush(temporary)
+        flush_to_disk(temporary)
         try:
             _take_permissions(temporary, target)
             os.replace(temporary, target)
@@ -126,7 +126,8 @@ def _take_permissions(temporary: str, target: Path) -> None:
     os.chmod(temporary, status.st_mode & 0o7777)
 
 
-def _flush(path: str) -> None:
+def flush_to_disk(path: str) -> None:
+    """Flush a file's (or a folder's) written data to disk (``fsync``)."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
