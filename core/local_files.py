@@ -3,13 +3,13 @@ their name and renamed onto it only once complete, so that an error or an interr
 midway leaves the file as it was, or absent, never cut short.
 
 Where a rename cannot replace the file as the user has it, the file is written in place, as
-``open(path, "w")`` would: a path under ``/dev`` or ``/proc`` (``--report /dev/stdout``, which may
-be a pipe or the command's own log), the file the command's output goes to (a link to
-``/dev/stdout``), anything but a regular file, a file of another owner, with other hard links, an
-access list or extended attributes (a new file would have another owner, be split from its links,
-or lose them), a group the new file cannot take, a folder that takes no new file or makes it
-unwritable (a umask or default access list), and a rename the file system refuses (a file
-bind-mounted into a container, a sticky folder, a mount that cannot rename).
+``open(path, "w")`` would: a path under ``/dev`` or ``/proc`` (``/dev/stderr``, which may be a
+pipe or the command's own log), the file the command's output goes to, anything but a regular
+file, a file of another owner, with other hard links, an access list or extended attributes (a
+new file would have another owner, be split from its links, or lose them), a group the new file
+cannot take, a folder that takes no new file or makes it unwritable (a umask or default access
+list), and a rename the file system refuses (a file bind-mounted into a container, a sticky
+folder, a mount that cannot rename).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -56,6 +57,30 @@ def written_whole(path: str | os.PathLike[str]) -> Iterator[str]:
     finally:
         for name in made:
             Path(name).unlink(missing_ok=True)
+
+
+def names_standard_output(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names this process's standard output: ``/dev/stdout``, ``/dev/fd/1``,
+    ``/proc/self/fd/1`` (or this process's number for ``self``), or a symbolic link to one of
+    them. Read from the names alone, not from where the descriptor points: the command line
+    points descriptor 1 at its log (:func:`jobs.cli.main`) and shows the result on a copy of it,
+    so such a path is to be written to that copy, not opened."""
+    own = re.compile(rf"/proc/{os.getpid()}(?:/task/\d+)?/fd/1")
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own bound on links followed
+        # the folder as it resolves (/dev/fd is /proc/self/fd, /proc/self is /proc/<pid>), the name
+        # as given: the name itself is a link to the descriptor's file, not to be followed
+        current = os.path.join(os.path.realpath(os.path.dirname(current)), os.path.basename(current))
+        if current == "/dev/stdout" or own.fullmatch(current):
+            return True
+        # a descriptor's link under /proc names its file, never another name of descriptor 1
+        if current.startswith("/proc/") or not os.path.islink(current):
+            return False
+        try:
+            current = os.path.join(os.path.dirname(current), os.readlink(current))
+        except OSError:
+            return False
+    return False
 
 
 def _replaceable(path: str | os.PathLike[str]) -> Path | None:

@@ -220,7 +220,11 @@ ALLOW_VERSIONED = _option(
     help="vacuum tables in versioned buckets, where a delete leaves a noncurrent version that is "
     "billed until a lifecycle rule expires it",
 )
-REPORT = _option("--report", metavar="FILE", help="also write the JSON report to this file")
+REPORT = _option(
+    "--report",
+    metavar="FILE",
+    help="also write the JSON report to this file (/dev/stdout: the standard output, before the result)",
+)
 CANDIDATES = _option(
     "--candidates", metavar="FILE", help="write the candidate list to this .parquet or .csv file"
 )

@@ -940,8 +940,9 @@ def test_usage_and_config_errors_exit_2(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint):
-    """The installed command, as a user runs it, in its own process and JVM."""
+def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint, tmp_path):
+    """The installed command, as a user runs it, in its own process and JVM; a report sent to
+    ``/dev/stdout`` is on its standard output too, not in its log."""
     source, inventory = bucket_factory("src"), bucket_factory("inv")
     put(s3, source, "x/1")
     snapshot = subprocess.run(
@@ -1002,6 +1003,29 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
         "seconds",
         "error",
     }
+    registry = tmp_path / "tables.yaml"
+    registry.write_text(f"tables:\n  - {{name: x, path: 's3://{source}/x', owner: team}}\n")
+    chargeback = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "inventory-vacuum"),
+            "chargeback",
+            "--inventory-table",
+            f"s3a://{inventory}/inventory",
+            "--tables",
+            str(registry),
+            "--json",
+            "--output",
+            "/dev/stdout",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert chargeback.returncode == 0, chargeback.stderr[-2000:]
+    [group] = json.loads(chargeback.stdout)["groups"]  # the report, and nothing else, on stdout
+    # the one object, not tagged (the ingest was given no tables); its log's lines only on stderr
+    assert (group["group"], group["objects"]) == ("unowned", 1) and '"groups"' not in chargeback.stderr
 
 
 @pytest.mark.slow

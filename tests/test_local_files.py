@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pytest
 
-from core.local_files import written_whole
+from core.local_files import names_standard_output, written_whole
 
 pytestmark = pytest.mark.spark_independent
 
@@ -92,7 +92,7 @@ def test_the_vacuum_commands_files_stay_whole_when_the_report_is_cut_short(tmp_p
 
 
 def test_a_device_is_written_in_place_not_replaced(tmp_path):
-    """``--report /dev/stdout``, say: no rename can replace a device, so it is written as before."""
+    """A device (``/dev/null``, ``/dev/stderr``): no rename can replace it, so it is written as before."""
     with written_whole("/dev/null") as partial, open(partial, "w") as out:
         out.write("the report")
     assert partial == "/dev/null" and stat.S_ISCHR(os.stat("/dev/null").st_mode)
@@ -114,8 +114,8 @@ def test_the_check_before_a_run_leaves_no_file_and_keeps_a_link(tmp_path):
 
 
 def test_the_commands_own_output_as_a_file_is_written_in_place(tmp_path):
-    """``--report /dev/stdout`` with the output sent to a file (a job's log): the file stays the
-    one the command writes to, so what it prints after the report is not lost."""
+    """``/dev/stdout`` of a program whose output is sent to a file (a job's log): the file stays
+    the one the program writes to, so what it prints after is not lost."""
     log = tmp_path / "run.log"
     script = (
         "from core.local_files import written_whole\n"
@@ -207,3 +207,67 @@ def test_a_file_that_cannot_be_written_leaves_the_others_and_the_outcome(tmp_pat
     assert [p.split(": not written: ")[0] for p in problems] == [f"--candidates {tmp_path}/gone/c.csv"]
     assert json.loads(report.read_text())["run_id"] == "today"
     assert json.loads(shown.getvalue())["run_id"] == "today"
+
+
+def test_the_standard_outputs_names_are_known_by_name_and_through_links(tmp_path):
+    """The command line points descriptor 1 at its log, so where descriptor 1 points says nothing:
+    the names say it."""
+    link = tmp_path / "out.json"
+    link.symlink_to("/dev/stdout")
+    chain = tmp_path / "chain.json"
+    chain.symlink_to(link)
+    folder = tmp_path / "devices"
+    folder.symlink_to("/dev")
+    for named in (
+        "/dev/stdout",
+        "/dev/fd/1",
+        "/proc/self/fd/1",
+        f"/proc/{os.getpid()}/fd/1",
+        "/dev/fd/../stdout",
+    ):
+        assert names_standard_output(named), named
+    for named in (link, chain, folder / "stdout", "/proc/thread-self/fd/1"):
+        assert names_standard_output(named), named
+    for other in (
+        "/dev/stderr",
+        "/dev/fd/2",
+        "/dev/null",
+        "/proc/1/fd/1",
+        tmp_path / "r.json",
+        "stdout",
+        folder / "fd" / "2",
+    ):
+        assert not names_standard_output(other), other
+
+
+def test_a_report_to_the_standard_output_comes_before_the_result_on_it(tmp_path):
+    """``--report /dev/stdout``: the report on the command's own output (the stream the result is
+    shown on), not on descriptor 1, which the command line points at its log."""
+    from jobs.commands import vacuum as command
+    from jobs.output import output_for
+    from vacuum.results import VacuumResult
+
+    link = tmp_path / "latest.json"
+    link.symlink_to("/dev/stdout")
+    for report in ("/dev/stdout", str(link)):
+        args = argparse.Namespace(report=report, candidates=None, json=True)
+        shown = io.StringIO()
+        assert command._write_and_show(args, VacuumResult([], "today"), output_for(args, shown)) == []
+        written, result = shown.getvalue().split("\n}\n")
+        assert json.loads(written + "}")["run_id"] == "today" and json.loads(result)["run_id"] == "today"
+    assert _left_in(tmp_path) == ["latest.json"] and link.is_symlink()
+
+
+def test_candidates_to_the_standard_output_is_a_usage_error(tmp_path, capsys):
+    from tests.support.helpers import cli
+
+    link = tmp_path / "candidates.csv"
+    link.symlink_to("/dev/stdout")
+    code, shown = cli(
+        "vacuum", "--inventory-table", "s3://meta/inventory", "--tables", str(tmp_path / "tables.yaml"),
+        "--dry-run", "--candidates", str(link),
+    )  # fmt: skip
+    assert code == 2 and shown == ""
+    assert capsys.readouterr().err == (
+        f"inventory-vacuum vacuum: error: --candidates {str(link)!r} is the standard output: give a file\n"
+    )

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from core.errors import InventoryVacuumError
-from core.local_files import written_whole
+from core.local_files import names_standard_output, written_whole
 from jobs import params
 from jobs.commands.common import check_writable, protected_paths, run_id
 from jobs.output import Output, output_for
@@ -50,7 +50,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
     prices = load_prices(args.prices)
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
     registry = load_registry(args.tables)
-    if args.output:
+    to_file = bool(args.output) and not names_standard_output(args.output)
+    if to_file:
         check_writable("--output", args.output)
     located = ToolTables.beside(
         args.inventory_table,
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         restore_window_days=args.restore_window_days,
         unowned_age_days=args.unowned_age_days,
     )
-    if not args.output:
+    if not to_file:  # stdout, also as --output /dev/stdout (descriptor 1 is the log's)
         output.show(NAME, report)
         return 0
     try:

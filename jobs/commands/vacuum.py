@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
+    from core.local_files import names_standard_output
     from core.paths import StorageLocation
     from core.registry import load_registry
     from core.session import build_spark_session
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace, output: Output) -> int:
         )
     if args.candidates and not args.candidates.endswith((".parquet", ".csv")):
         raise UsageError(f"--candidates {args.candidates!r} must end in .parquet or .csv")
+    if args.candidates and names_standard_output(args.candidates):
+        raise UsageError(f"--candidates {args.candidates!r} is the standard output: give a file")
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
     registry = load_registry(args.tables)
     tables = registry.select(args.table_names)
@@ -117,7 +120,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
 def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Output) -> list[str]:
     """Write --candidates and --report, then show the result; what could not be written, one line
     each (the result is shown all the same: the run has happened, deletes and all)."""
-    from core.local_files import written_whole
+    from core.local_files import names_standard_output, written_whole
     from vacuum.candidates import write_candidates
 
     problems = []
@@ -130,8 +133,14 @@ def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Outp
             problems.append(f"--candidates {args.candidates}: not written: {error.strerror or error}")
     if args.report:
         try:
-            with written_whole(args.report) as partial, open(partial, "w", encoding="utf-8") as report:
-                json.dump(result.to_dict(), report, indent=2, default=str)
+            if names_standard_output(args.report):
+                # the command's standard output, before the result (descriptor 1 is its log's)
+                json.dump(result.to_dict(), output.stream, indent=2, default=str)
+                output.stream.write("\n")
+                output.stream.flush()
+            else:
+                with written_whole(args.report) as partial, open(partial, "w", encoding="utf-8") as report:
+                    json.dump(result.to_dict(), report, indent=2, default=str)
         except OSError as error:
             problems.append(f"--report {args.report}: not written: {error.strerror or error}")
     output.show(NAME, result)

@@ -24,6 +24,8 @@ class Result(Protocol):
 
 
 class Output(Protocol):
+    stream: TextIO  # the command's standard output (what ``--report /dev/stdout`` names)
+
     def show(self, command: str, result: Result) -> None: ...
 
 
