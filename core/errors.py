@@ -83,14 +83,18 @@ def _first_listed_failure(lines: list[str]) -> list[str] | None:
     """The lines of the first failure in a wrapper's numbered list (``1. ...`` up to ``2. ...``),
     its number taken off: the one Spark met first, which the others (often the cancellations
     that follow it) must not hide. None without such a wrapper."""
-    wrapper = next((i for i, line in enumerate(lines) if "MULTIPLE_FAILURES]" in line), None)
+    wrapper = next((i for i, line in enumerate(lines) if _MULTIPLE_FAILURES[0] in line), None)
     if wrapper is None:
         return None
     listed = [i for i in range(wrapper + 1, len(lines)) if _LISTED.match(lines[i])]
     if not listed:
         return None
-    item = lines[listed[0] : listed[1] if len(listed) > 1 else len(lines)]
-    return [_LISTED.sub("", item[0]), *item[1:]]
+    first = _LISTED.sub("", lines[listed[0]])
+    if _MULTIPLE_FAILURES[0] in first:
+        # a wrapper listed first: its own list follows at once, numbered as this one is, and its
+        # first failure is the one met first
+        return _first_listed_failure([first, *lines[listed[0] + 1 :]]) or [first]
+    return [first, *lines[listed[0] + 1 : listed[1] if len(listed) > 1 else len(lines)]]
 
 
 def _without_suppressed(lines: list[str]) -> list[str]:
