@@ -600,12 +600,47 @@ def test_only_the_plan_runs_on_shuffles_sized_to_the_table(spark):
     assert bigger.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
 
 
+def test_a_cached_frame_is_read_from_its_cache_alone_with_the_same_rows(spark):
+    """A frame the table's later queries are built on, persisted, is read through a plan of one
+    node, its cache: each query built on it analyses that node, not the frame's whole plan again.
+    Its rows, its columns (by name and by the frame's own references) and a join of it with
+    itself are the same; release lets go of the frame's cache, and a frame without one is
+    read as it is."""
+    from pyspark.sql import functions as F
+
+    from vacuum import tuning
+
+    frame = (
+        spark.range(0, 500, numPartitions=3)
+        .withColumn("key", F.format_string("table/part=%d/file-%d", F.col("id") % 7, "id"))
+        .where(F.col("id") % 5 != 0)
+        .select("id", "key", (F.col("id") * 2).alias("twice"))
+    )
+    expected = sorted(frame.collect())
+    persisted = frame.persist()
+    read = tuning.read_from_cache(persisted)
+    assert read is not persisted and read.columns == frame.columns
+    assert read._jdf.queryExecution().analyzed().nodeName() == "InMemoryRelation"
+    assert "InMemoryTableScan" in read._jdf.queryExecution().executedPlan().toString()
+    assert sorted(read.collect()) == expected
+    by_reference = read.select(frame["key"], frame["twice"]).collect()
+    assert sorted(map(tuple, by_reference)) == sorted((r.key, r.twice) for r in expected)
+    pairs = read.alias("a").join(read.alias("b"), F.col("a.id") == F.col("b.twice")).count()
+    assert pairs == sum(1 for r in expected if r.id * 2 in {e.id for e in expected})
+    tuning.release(read)
+    assert not persisted.storageLevel.useMemory and not persisted.storageLevel.useDisk
+    uncached = spark.range(3)
+    assert tuning.read_from_cache(uncached) is uncached
+    tuning.release(uncached)  # nothing to let go of
+
+
 def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_nothing(spark):
     """A table whose plan shuffles into one partition reads its inputs in one: the plan's joins
     and aggregations then need no shuffle (a query stage and its tasks each), and its rows are
     the same. A bigger table's inputs keep their partitions."""
     from pyspark.sql import functions as F
 
+    from vacuum import tuning
     from vacuum.tuning import cached_in_one_partition, in_one_partition, size_shuffles, unsize_shuffles
 
     session = spark.newSession()
@@ -632,11 +667,15 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
     assert "Exchange" not in single._jdf.queryExecution().executedPlan().toString()
     assert "Exchange" in joined(False)._jdf.queryExecution().executedPlan().toString()
     assert sorted(single.collect()) == sorted(joined(False).collect())
-    # a frame the table reads several times: in one partition and cached, the same rows
+    # a frame the table reads several times: in one partition and cached, the same rows, read
+    # from the cache alone (and its cache let go of by release)
     cached = cached_in_one_partition(session, left)
-    assert cached.storageLevel.useMemory and cached.rdd.getNumPartitions() == 1
+    placed = getattr(cached, tuning._CACHED_FRAME)
+    assert placed.storageLevel.useMemory and cached.rdd.getNumPartitions() == 1
+    assert cached._jdf.queryExecution().analyzed().nodeName() == "InMemoryRelation"
     assert sorted(cached.collect()) == sorted(left.collect())
-    cached.unpersist()
+    tuning.release(cached)
+    assert not placed.storageLevel.useMemory
     unsize_shuffles(session)  # the delete's own settings
     assert session.conf.get("spark.sql.maxSinglePartitionBytes") == configured
     # the existence checks after a delete make their requests over the session's own partitions

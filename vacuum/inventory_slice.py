@@ -35,7 +35,7 @@ from vacuum.plan import (
 )
 from vacuum.results import KEPT_NESTED_TABLE, KEPT_PROTECTED_PATH, TableRun
 from vacuum.snapshot import TableState, newest_version
-from vacuum.tuning import cached_in_one_partition, in_one_partition, size_shuffles
+from vacuum.tuning import cached_in_one_partition, in_one_partition, read_from_cache, release, size_shuffles
 
 # A modificationTime below this (1973-03-03 in milliseconds) is a time in seconds: read as
 # milliseconds, every file would look decades old and in-flight files would become eligible.
@@ -56,7 +56,8 @@ def inventory_version(spark: SparkSession, location: str) -> int:
 
 
 def gated_slice(ctx: TableContext) -> DataFrame:
-    """Gate the inventory for one table and return its slice (persisted): the objects Delta sees."""
+    """Gate the inventory for one table and return its slice (persisted, read from the cache: let
+    go of it with :func:`~vacuum.tuning.release`): the objects Delta sees."""
     spark, location, state, options = ctx.spark, ctx.location, ctx.snapshot, ctx.options
     if state.has_characters_beyond_the_basic_plane:
         raise VacuumRefused(
@@ -78,7 +79,7 @@ def gated_slice(ctx: TableContext) -> DataFrame:
     # file skipping anew). A small table of an inventory run reads them from the rows the run
     # read for many tables at once, in Spark's cache
     source = ctx.run_context.rows_source(inventory, location) if options.mode == Mode.INVENTORY else inventory
-    under = rows_under(source, location).persist()
+    under = read_from_cache(rows_under(source, location).persist())
     try:
         if figures is None:
             figures = inventory_figures(under, location)
@@ -90,7 +91,7 @@ def gated_slice(ctx: TableContext) -> DataFrame:
             )
         return _classified_slice(ctx, under, figures)
     finally:
-        under.unpersist()
+        release(under)
         ctx.run_context.release_rows(location)
 
 
@@ -128,7 +129,7 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
     nested_roots = not_protected(figures.nested_roots, protected_prefixes)
     name_jobs(spark, "classify objects and coverage")
     # cached in only the columns read again: caching costs in proportion to the bytes
-    classified = (
+    classified = read_from_cache(
         classify_objects(
             in_one_partition(spark, table_objects(under, location)),
             state,
@@ -142,7 +143,7 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
         .persist()
     )
     try:
-        slice_frame = inventory_slice(classified, state).persist()
+        slice_frame = read_from_cache(inventory_slice(classified, state).persist())
         try:
             assert ctx.live_files is not None
             # the snapshot's files, read three times by the counts below and again by the check
@@ -164,10 +165,10 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
             )
             _judge_slice(ctx, counts, nested_roots)
         except BaseException:
-            slice_frame.unpersist()  # a refused or failed table keeps nothing cached
+            release(slice_frame)  # a refused or failed table keeps nothing cached
             raise
     finally:
-        classified.unpersist()
+        release(classified)
     return slice_frame
 
 

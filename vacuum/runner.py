@@ -69,6 +69,8 @@ from vacuum.tuning import (
     aggregate_in_one_job,
     in_one_partition,
     interpret_small_plan,
+    read_from_cache,
+    release,
     session_for,
     unsize_shuffles,
 )
@@ -382,7 +384,7 @@ def _release_live_files(ctx: TableContext) -> None:
     """Let go of the snapshot files the inventory slice's gates cached (a small table's:
     :func:`~vacuum.tuning.cached_in_one_partition`); for frames never cached, a no-op."""
     if ctx.live_files is not None:
-        ctx.live_files.unpersist()
+        release(ctx.live_files)
 
 
 def _retention(ctx: TableContext) -> float | None:
@@ -436,7 +438,7 @@ def _vacuum(ctx: TableContext) -> None:
         if options.mode.uses_inventory:
             ctx.retained_since_millis = int(time.time() * 1000) - retention_millis
             slice_frame = gated_slice(ctx)
-            cleanup.callback(slice_frame.unpersist)
+            cleanup.callback(release, slice_frame)
         if location.is_s3:
             run.warnings += gates.check_versioning(
                 _bucket_versioning(location.bucket), location.bucket, allow_versioned=options.allow_versioned
@@ -463,10 +465,12 @@ def _vacuum(ctx: TableContext) -> None:
             state, mode=options.mode, retention_hours=retain_argument, dry_run=True, inventory_view=view
         )
         log.info("%s: %s", table.name, plan_sql)
-        details = candidate_details(
-            in_one_partition(spark, dry_run_candidates(spark, plan_sql)), slice_frame, state
-        ).cache()
-        cleanup.callback(details.unpersist)
+        details = read_from_cache(
+            candidate_details(
+                in_one_partition(spark, dry_run_candidates(spark, plan_sql)), slice_frame, state
+            ).cache()
+        )
+        cleanup.callback(release, details)
         name_jobs(spark, "check candidates")
         # Delta's cut-off was taken before this clock reading: a tombstone removed since is one a
         # version inside the retention window reads, and Delta kept it too

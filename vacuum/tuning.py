@@ -207,16 +207,64 @@ def in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
     return frame
 
 
+# the frame a DataFrame of read_from_cache reads, the one to unpersist (release)
+_CACHED_FRAME = "_inventory_vacuum_cached_frame"
+
+
+def read_from_cache(frame: DataFrame) -> DataFrame:
+    """``frame``, just persisted, as a DataFrame whose plan is its cache alone (Spark's
+    ``InMemoryRelation``, under ``frame``'s own columns), or ``frame`` itself when Spark's cache
+    manager holds no cache of it. The caller lets go of it with :func:`release`, not
+    ``unpersist``, and reads it only before.
+
+    Every DataFrame built on a frame is analysed over the frame's whole plan again, once per
+    operation (a ``select``, a ``join``, Delta's own queries over a view of it): a table's frames
+    are built on a slice of the inventory read several times over, so the analyser ran its rules
+    over the same big plans hundreds of times a table. Spark itself puts the cache's relation in
+    place of a cached frame's plan before it runs a query (``CacheManager.useCachedData``), so a
+    query reads the same rows either way: from the cache, or, should the cache's blocks be gone,
+    from the frame's plan, computed again, as Spark computes a lost cache. Measured with
+    ``benchmarks/many_tables.py``."""
+    jdf = frame._jdf
+    session = jdf.sparkSession()
+    cached = session.sharedState().cacheManager().lookupCachedData(jdf)
+    if cached.isEmpty():
+        return frame
+    cache = cached.get().cachedRepresentation()
+    # under the frame's own columns, and without the order the cached plan's rows come in: a copy
+    # of the relation made for a join of it with itself (Spark's DeduplicateRelations) keeps that
+    # order's columns, not the copy's, and Spark fails on it (3.5 and 4.2); without it, Spark sorts
+    # where a later operator needs an order
+    relation = cache.copy(
+        jdf.queryExecution().analyzed().output(), cache.cacheBuilder(), cache.outputOrdering().take(0)
+    )
+    getattr(relation, "statsOfPlanToCache_$eq")(cache.statsOfPlanToCache())
+    jvm = frame.sparkSession._jvm
+    assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
+    # Spark 4's Dataset is org.apache.spark.sql.classic.Dataset, Spark 3.5's org.apache.spark.sql.Dataset
+    dataset = getattr(jvm, jdf.getClass().getName())
+    read = DataFrame(dataset.ofRows(session, relation), frame.sparkSession)
+    setattr(read, _CACHED_FRAME, frame)
+    return read
+
+
+def release(frame: DataFrame) -> None:
+    """Unpersist ``frame``, or, for a DataFrame of :func:`read_from_cache`, the frame it reads
+    (unpersisting the DataFrame itself would find no cache of its plan, and keep the frame's)."""
+    getattr(frame, _CACHED_FRAME, frame).unpersist()
+
+
 def cached_in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
-    """:func:`in_one_partition`'s ``frame``, persisted when that is one partition (the caller
-    unpersists it): a frame several of the table's queries read is then computed once and read as
+    """:func:`in_one_partition`'s ``frame``, persisted and read from the cache
+    (:func:`read_from_cache`) when that is one partition (the caller lets go of it with
+    :func:`release`): a frame several of the table's queries read is then computed once and read as
     rows. The plan is one partition when the inventory holds few objects under the table
     (:func:`size_shuffles`); the frame's own rows may be more (a log of many tombstones, a shallow
     clone's files outside the table), and they are cached in memory and on disk as Spark's
     default keeps a DataFrame. Any other plan's frame is left as it is, uncached: a table of many
     objects would hold its rows twice, beside what Delta and the slice already hold."""
     placed = in_one_partition(spark, frame)
-    return frame if placed is frame else placed.persist()
+    return frame if placed is frame else read_from_cache(placed.persist())
 
 
 def unsize_shuffles(spark: SparkSession) -> None:
