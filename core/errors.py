@@ -77,6 +77,7 @@ def spark_error_summary(error: BaseException) -> str:
 # and its earlier one, whose first failure is its cause and the others suppressed
 _MULTIPLE_FAILURES = ("MULTIPLE_FAILURES]", "Multiple failures in stage materialization")
 _LISTED = re.compile(r"^\d+\.\s+")
+_FIRST_LISTED = re.compile(r"^1\.\s+")
 
 
 def _first_listed_failure(lines: list[str]) -> list[str] | None:
@@ -90,9 +91,11 @@ def _first_listed_failure(lines: list[str]) -> list[str] | None:
     if not listed:
         return None
     first = _LISTED.sub("", lines[listed[0]])
-    if _MULTIPLE_FAILURES[0] in first:
-        # a wrapper listed first: its own list follows at once, numbered as this one is, and its
-        # first failure is the one met first
+    following = lines[listed[0] + 1] if listed[0] + 1 < len(lines) else ""
+    if _MULTIPLE_FAILURES[0] in first and _FIRST_LISTED.match(following):
+        # a wrapper listed first, its own list at once below it (numbered as this one is): its
+        # first failure is the one met first. Without a list of its own, the next item is this
+        # wrapper's second failure, not its first's: the wrapper's line stays the summary
         return _first_listed_failure([first, *lines[listed[0] + 1 :]]) or [first]
     return [first, *lines[listed[0] + 1 : listed[1] if len(listed) > 1 else len(lines)]]
 

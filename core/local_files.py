@@ -26,6 +26,16 @@ from pathlib import Path
 
 log = logging.getLogger("inventory_vacuum")
 
+# the descriptors of the command's output: its standard output and error, and the copy of its
+# standard output the command line shows results on (jobs.cli.main points descriptor 1 elsewhere)
+_OUTPUT_DESCRIPTORS = [1, 2]
+
+
+def also_output(descriptor: int) -> None:
+    """Count ``descriptor`` as the command's output too: a file it writes to is written in place."""
+    if descriptor not in _OUTPUT_DESCRIPTORS:
+        _OUTPUT_DESCRIPTORS.append(descriptor)
+
 
 @contextmanager
 def written_whole(path: str | os.PathLike[str]) -> Iterator[str]:
@@ -97,7 +107,7 @@ def _replaceable(path: str | os.PathLike[str]) -> Path | None:
     if not target.is_file() or status.st_uid != os.geteuid() or status.st_nlink > 1:
         return None
     # the command's own output (a link to /dev/stdout, say): replaced, what it prints after is lost
-    for descriptor in (1, 2):
+    for descriptor in _OUTPUT_DESCRIPTORS:
         with contextlib.suppress(OSError):
             output = os.fstat(descriptor)
             if (output.st_dev, output.st_ino) == (status.st_dev, status.st_ino):

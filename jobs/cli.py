@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.errors import InventoryVacuumError, UsageError
+from core.local_files import also_output
 from jobs import params
 from jobs.commands import COMMANDS
 from jobs.output import output_for
@@ -176,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.flush()
     result_stream = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
+    also_output(result_stream.fileno())  # a --report that is the file results go to: not replaced
     code = 1
     try:
         code = _run_parsed(args, result_stream, log_path)

@@ -92,6 +92,14 @@ def test_the_first_listed_failure_speaks_for_a_wrapper_even_when_a_cancellation_
         "  2. SparkException: [SPARK_JOB_CANCELLED] Job 13 cancelled SQLSTATE: XXKDA"
     )
     assert spark_error_summary(nested) == "No space left on device"
+    # a wrapper listed first whose own list is cut off: the next item is the outer's second
+    cut_off = Py4JLike(
+        "[STAGE_MATERIALIZATION_MULTIPLE_FAILURES] Multiple failures (2) in stage materialization: \n"
+        "  1. SparkException: [STAGE_MATERIALIZATION_MULTIPLE_FAILURES] Multiple failures (1) in stage "
+        "materialization: \n"
+        "  2. SparkException: [SPARK_JOB_CANCELLED] Job 13 cancelled SQLSTATE: XXKDA"
+    )
+    assert "cancelled" not in spark_error_summary(cut_off)
     # Spark's earlier wrapper: the first failure is its cause, the others are suppressed
     earlier = Py4JLike(
         ": org.apache.spark.SparkException: Multiple failures in stage materialization.\n"

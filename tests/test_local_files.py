@@ -258,7 +258,23 @@ def test_a_report_to_the_standard_output_comes_before_the_result_on_it(tmp_path)
     assert _left_in(tmp_path) == ["latest.json"] and link.is_symlink()
 
 
-def test_candidates_to_the_standard_output_is_a_usage_error(tmp_path, capsys):
+def test_the_file_results_are_shown_on_is_written_in_place(tmp_path, monkeypatch):
+    """``--report out.json > out.json``: the command line shows its result on a copy of its
+    standard output, pointing descriptor 1 at its log; a rename would replace that file, and the
+    result written after the report would go to the replaced one, lost."""
+    from core import local_files
+
+    monkeypatch.setattr(local_files, "_OUTPUT_DESCRIPTORS", [1, 2])
+    shown = tmp_path / "out.json"
+    with open(shown, "w") as results:
+        local_files.also_output(results.fileno())
+        with written_whole(shown) as partial:
+            assert partial == str(shown)
+    with written_whole(tmp_path / "other.json") as partial:
+        assert partial != str(tmp_path / "other.json")  # any other file: renamed onto its name
+
+
+def test_candidates_or_a_json_report_to_the_standard_output_is_a_usage_error(tmp_path, capsys):
     from tests.support.helpers import cli
 
     link = tmp_path / "candidates.csv"
@@ -270,4 +286,14 @@ def test_candidates_to_the_standard_output_is_a_usage_error(tmp_path, capsys):
     assert code == 2 and shown == ""
     assert capsys.readouterr().err == (
         f"inventory-vacuum vacuum: error: --candidates {str(link)!r} is the standard output: give a file\n"
+    )
+    # --json writes the report on stdout already: a second document there would break its reader
+    code, shown = cli(
+        "vacuum", "--inventory-table", "s3://meta/inventory", "--tables", str(tmp_path / "tables.yaml"),
+        "--dry-run", "--report", "/dev/stdout", "--json",
+    )  # fmt: skip
+    assert code == 2 and shown == ""
+    assert capsys.readouterr().err == (
+        "inventory-vacuum vacuum: error: --report '/dev/stdout' is the standard output, where --json "
+        "writes the report\n"
     )

@@ -606,6 +606,7 @@ def test_a_cached_frame_is_read_from_its_cache_alone_with_the_same_rows(spark):
     Its rows, its columns (by name and by the frame's own references) and a join of it with
     itself are the same; release lets go of the frame's cache, and a frame without one is
     read as it is."""
+    from py4j.protocol import Py4JError
     from pyspark.sql import functions as F
 
     from vacuum import tuning
@@ -632,6 +633,15 @@ def test_a_cached_frame_is_read_from_its_cache_alone_with_the_same_rows(spark):
     uncached = spark.range(3)
     assert tuning.read_from_cache(uncached) is uncached
     tuning.release(uncached)  # nothing to let go of
+
+    class WithoutTheseInternals:  # a Spark build whose cache manager answers otherwise
+        def sparkSession(self):
+            raise Py4JError("An error occurred while calling o1.sparkSession")
+
+    other = spark.range(3)
+    own, other._jdf = other._jdf, WithoutTheseInternals()
+    assert tuning.read_from_cache(other) is other  # read through its own plan, as before
+    other._jdf = own
 
 
 def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_nothing(spark):

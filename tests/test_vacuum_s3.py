@@ -65,6 +65,7 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
 
     import vacuum.inventory_slice
     import vacuum.runner
+    import vacuum.tuning
 
     # a small table's snapshot files are cached for its gates and its check of Delta's answer, and
     # let go after that check: nothing of a run is left in Spark's cache
@@ -75,7 +76,9 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
 
         def read(*args, **kwargs):
             files = args[2] if name == "slice_counts" else args[1]
-            cached_reads.append(files.storageLevel != StorageLevel.NONE)
+            # read from its cache (vacuum.tuning.read_from_cache): the frame it reads is cached
+            read = getattr(files, vacuum.tuning._CACHED_FRAME, None)
+            cached_reads.append(read is not None and read.storageLevel != StorageLevel.NONE)
             return original(*args, **kwargs)
 
         monkeypatch.setattr(module, name, read)

@@ -32,6 +32,7 @@ from vacuum.ledger import ALREADY_GONE, record_deletions
 from vacuum.plan import dry_run_candidates, reported_path
 from vacuum.results import KEPT_NOT_SENDABLE, TableRun
 from vacuum.snapshot import latest_commit
+from vacuum.tuning import is_read_from_cache, release
 from vacuum.verify import still_present
 
 log = logging.getLogger("inventory_vacuum")
@@ -152,7 +153,10 @@ def set_aside_gone(
     to the ledger as ``already_gone`` (length unknown), so the next run on the same inventory
     leaves them out instead of claiming them."""
     run = ctx.run
-    candidates = candidates.persist()
+    # Delta's candidates as the plan reads them from its cache (vacuum.tuning.read_from_cache) are
+    # held already; they are let go of here all the same, as a frame persisted here is: the checks
+    # and the deletes have the memory, and only the candidates still present are read after
+    candidates = candidates if is_read_from_cache(candidates) else candidates.persist()
     try:
         present = still_present(candidates, directory_objects).persist()
         gone = candidates.join(present.select("bucket", "key"), ["bucket", "key"], "left_anti").persist()
@@ -165,7 +169,7 @@ def set_aside_gone(
         present.count()
         return present
     finally:
-        candidates.unpersist()
+        release(candidates)
 
 
 def _ledger(

@@ -9,12 +9,18 @@ table's settings must not be seen by another table running at the same time.
 
 from __future__ import annotations
 
+import logging
+
+from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, SparkSession
 
+from core.errors import spark_error_summary
 from core.paths import StorageLocation
 from core.session import INTERPRETED, INTERPRETED_UP_TO_OBJECTS
 from core.tables import SNAPSHOT_PARTITIONS, snapshot_partitions
 from vacuum.snapshot import SHUFFLE_PARTITIONS, shuffle_partitions
+
+log = logging.getLogger("inventory_vacuum")
 
 # where size_shuffles keeps the table session's own settings, for unsize_shuffles
 _CONFIGURED_SHUFFLES = "inventory-vacuum.configuredShufflePartitions"
@@ -226,26 +232,37 @@ def read_from_cache(frame: DataFrame) -> DataFrame:
     from the frame's plan, computed again, as Spark computes a lost cache. Measured with
     ``benchmarks/many_tables.py``."""
     jdf = frame._jdf
-    session = jdf.sparkSession()
-    cached = session.sharedState().cacheManager().lookupCachedData(jdf)
-    if cached.isEmpty():
-        return frame
-    cache = cached.get().cachedRepresentation()
-    # under the frame's own columns, and without the order the cached plan's rows come in: a copy
-    # of the relation made for a join of it with itself (Spark's DeduplicateRelations) keeps that
-    # order's columns, not the copy's, and Spark fails on it (3.5 and 4.2); without it, Spark sorts
-    # where a later operator needs an order
-    relation = cache.copy(
-        jdf.queryExecution().analyzed().output(), cache.cacheBuilder(), cache.outputOrdering().take(0)
-    )
-    getattr(relation, "statsOfPlanToCache_$eq")(cache.statsOfPlanToCache())
     jvm = frame.sparkSession._jvm
     assert jvm is not None, "needs a classic (JVM-backed) SparkSession, not Spark Connect"
-    # Spark 4's Dataset is org.apache.spark.sql.classic.Dataset, Spark 3.5's org.apache.spark.sql.Dataset
-    dataset = getattr(jvm, jdf.getClass().getName())
-    read = DataFrame(dataset.ofRows(session, relation), frame.sparkSession)
+    try:
+        session = jdf.sparkSession()
+        cached = session.sharedState().cacheManager().lookupCachedData(jdf)
+        if cached.isEmpty():
+            return frame
+        cache = cached.get().cachedRepresentation()
+        # under the frame's own columns, and without the order the cached plan's rows come in: a
+        # copy of the relation made for a join of it with itself (Spark's DeduplicateRelations)
+        # keeps that order's columns, not the copy's, and Spark fails on it (3.5 and 4.2); without
+        # it, Spark sorts where a later operator needs an order
+        relation = cache.copy(
+            jdf.queryExecution().analyzed().output(), cache.cacheBuilder(), cache.outputOrdering().take(0)
+        )
+        getattr(relation, "statsOfPlanToCache_$eq")(cache.statsOfPlanToCache())
+        # Spark 4's Dataset is org.apache.spark.sql.classic.Dataset, Spark 3.5's org.apache.spark.sql.Dataset
+        read = DataFrame(getattr(jvm, jdf.getClass().getName()).ofRows(session, relation), frame.sparkSession)
+    except (Py4JError, TypeError) as error:  # a Spark build without these internals: the plan as it is
+        log.info("a cached frame is read through its own plan: %s", spark_error_summary(error))
+        return frame
+    except BaseException:  # an interrupt: the caller has no frame to let go of
+        frame.unpersist()
+        raise
     setattr(read, _CACHED_FRAME, frame)
     return read
+
+
+def is_read_from_cache(frame: DataFrame) -> bool:
+    """``frame`` is a DataFrame of :func:`read_from_cache`: its rows are held already."""
+    return hasattr(frame, _CACHED_FRAME)
 
 
 def release(frame: DataFrame) -> None:

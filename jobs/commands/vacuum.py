@@ -70,6 +70,9 @@ def run(args: argparse.Namespace, output: Output) -> int:
         raise UsageError(f"--candidates {args.candidates!r} must end in .parquet or .csv")
     if args.candidates and names_standard_output(args.candidates):
         raise UsageError(f"--candidates {args.candidates!r} is the standard output: give a file")
+    if args.json and args.report and names_standard_output(args.report):
+        # --json's one object on stdout is the report already: a second would break a reader of it
+        raise UsageError(f"--report {args.report!r} is the standard output, where --json writes the report")
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
     registry = load_registry(args.tables)
     tables = registry.select(args.table_names)
