@@ -968,27 +968,24 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
     )
     assert snapshot.returncode == 0, snapshot.stderr
     assert json.loads(snapshot.stdout)["objects"] == 1
-    completed = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "inventory-vacuum"),  # installed, not looked up on PATH
-            "ingest",
-            "--destination",
-            f"s3://{inventory}/r",
-            "--source-bucket",
-            source,
-            "--source-bucket",
-            "missing-bucket",
-            "--config-id",
-            "c",
-            "--inventory-table",
-            f"s3a://{inventory}/inventory",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+
+    def installed(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                str(Path(sys.executable).parent / "inventory-vacuum"),
+                *argv,
+            ],  # installed, not looked up on PATH
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    completed = installed(
+        "ingest", "--destination", f"s3://{inventory}/r", "--source-bucket", source,
+        "--source-bucket", "missing-bucket", "--config-id", "c",
+        "--inventory-table", f"s3a://{inventory}/inventory", "--json",
+    )  # fmt: skip
     assert completed.returncode == 1, completed.stderr[-2000:]
     result = json.loads(completed.stdout)  # nothing but the JSON object on stdout
     assert [b["status"] for b in result["buckets"]] == ["ok", "failed"]
@@ -1005,23 +1002,10 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
     }
     registry = tmp_path / "tables.yaml"
     registry.write_text(f"tables:\n  - {{name: x, path: 's3://{source}/x', owner: team}}\n")
-    chargeback = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "inventory-vacuum"),
-            "chargeback",
-            "--inventory-table",
-            f"s3a://{inventory}/inventory",
-            "--tables",
-            str(registry),
-            "--json",
-            "--output",
-            "/dev/stdout",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    chargeback = installed(
+        "chargeback", "--inventory-table", f"s3a://{inventory}/inventory", "--tables", str(registry),
+        "--json", "--output", "/dev/stdout",
+    )  # fmt: skip
     assert chargeback.returncode == 0, chargeback.stderr[-2000:]
     [group] = json.loads(chargeback.stdout)["groups"]  # the report, and nothing else, on stdout
     # the one object, not tagged (the ingest was given no tables); its log's lines only on stderr
