@@ -20,21 +20,49 @@ import os
 import re
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger("inventory_vacuum")
 
-# the descriptors of the command's output: its standard output and error, and the copy of its
-# standard output the command line shows results on (jobs.cli.main points descriptor 1 elsewhere)
-_OUTPUT_DESCRIPTORS = [1, 2]
+# the copy of its standard output the command line shows results on, while it runs
+# (jobs.cli.main points descriptor 1 at its log)
+_RESULTS_DESCRIPTORS: list[int] = []
 
 
-def also_output(descriptor: int) -> None:
-    """Count ``descriptor`` as the command's output too: a file it writes to is written in place."""
-    if descriptor not in _OUTPUT_DESCRIPTORS:
-        _OUTPUT_DESCRIPTORS.append(descriptor)
+@contextmanager
+def results_shown_on(descriptor: int) -> Iterator[None]:
+    """While the block runs, ``descriptor`` is where the command shows its results
+    (:func:`is_results_output`)."""
+    _RESULTS_DESCRIPTORS.append(descriptor)
+    try:
+        yield
+    finally:
+        _RESULTS_DESCRIPTORS.remove(descriptor)
+
+
+def is_results_output(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is where the command shows its results: a name of the standard output
+    (:func:`names_standard_output`), or the very file the results go to (``--report out.json >
+    out.json``). Written to by its own open, it would be emptied and written from its start, and
+    the results written after it over the report; the command writes it on the results' stream."""
+    if names_standard_output(path):
+        return True
+    try:
+        status = os.stat(path)
+    except OSError:
+        return False
+    return any(_same_file(descriptor, status) for descriptor in _RESULTS_DESCRIPTORS)
+
+
+def _same_file(descriptor: int, status: os.stat_result) -> bool:
+    try:
+        shown = os.fstat(descriptor)
+    except OSError:
+        return False
+    return stat.S_ISREG(status.st_mode) and (shown.st_dev, shown.st_ino) == (status.st_dev, status.st_ino)
 
 
 @contextmanager
@@ -107,7 +135,7 @@ def _replaceable(path: str | os.PathLike[str]) -> Path | None:
     if not target.is_file() or status.st_uid != os.geteuid() or status.st_nlink > 1:
         return None
     # the command's own output (a link to /dev/stdout, say): replaced, what it prints after is lost
-    for descriptor in _OUTPUT_DESCRIPTORS:
+    for descriptor in (1, 2, *_RESULTS_DESCRIPTORS):
         with contextlib.suppress(OSError):
             output = os.fstat(descriptor)
             if (output.st_dev, output.st_ino) == (status.st_dev, status.st_ino):

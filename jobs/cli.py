@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.errors import InventoryVacuumError, UsageError
-from core.local_files import also_output
+from core.local_files import results_shown_on
 from jobs import params
 from jobs.commands import COMMANDS
 from jobs.output import output_for
@@ -177,10 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.flush()
     result_stream = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
-    also_output(result_stream.fileno())  # a --report that is the file results go to: not replaced
     code = 1
     try:
-        code = _run_parsed(args, result_stream, log_path)
+        with results_shown_on(result_stream.fileno()):  # a --report there goes on this stream
+            code = _run_parsed(args, result_stream, log_path)
         return code
     finally:
         result_stream.flush()

@@ -258,20 +258,29 @@ def test_a_report_to_the_standard_output_comes_before_the_result_on_it(tmp_path)
     assert _left_in(tmp_path) == ["latest.json"] and link.is_symlink()
 
 
-def test_the_file_results_are_shown_on_is_written_in_place(tmp_path, monkeypatch):
-    """``--report out.json > out.json``: the command line shows its result on a copy of its
-    standard output, pointing descriptor 1 at its log; a rename would replace that file, and the
-    result written after the report would go to the replaced one, lost."""
+def test_a_report_to_the_file_results_are_shown_on_goes_on_their_stream(tmp_path):
+    """``--report out.json > out.json``: the command line shows its results on a copy of its
+    standard output (descriptor 1 points at its log). Opened by the report's own writer, the file
+    would be emptied and the result written over the report from its start; renamed onto, the
+    result would go to the replaced file. The report goes on the results' stream, before them."""
     from core import local_files
+    from jobs.commands import vacuum as command
+    from jobs.output import output_for
+    from vacuum.results import VacuumResult
 
-    monkeypatch.setattr(local_files, "_OUTPUT_DESCRIPTORS", [1, 2])
     shown = tmp_path / "out.json"
-    with open(shown, "w") as results:
-        local_files.also_output(results.fileno())
-        with written_whole(shown) as partial:
-            assert partial == str(shown)
-    with written_whole(tmp_path / "other.json") as partial:
-        assert partial != str(tmp_path / "other.json")  # any other file: renamed onto its name
+    other = tmp_path / "other.json"
+    other.write_text("")
+    with open(shown, "w") as results, local_files.results_shown_on(results.fileno()):
+        assert local_files.is_results_output(shown) and not local_files.is_results_output(other)
+        args = argparse.Namespace(report=str(shown), candidates=None, json=False)
+        assert command._write_and_show(args, VacuumResult([], "today"), output_for(args, results)) == []
+    assert not local_files.is_results_output(shown)  # only while the command runs
+    report, summary = shown.read_text().split("\n}\n", 1)
+    console = io.StringIO()
+    output_for(args, console).show("vacuum", VacuumResult([], "today"))
+    assert json.loads(report + "}")["run_id"] == "today" and summary == console.getvalue()
+    assert _left_in(tmp_path) == ["other.json", "out.json"]
 
 
 def test_candidates_or_a_json_report_to_the_standard_output_is_a_usage_error(tmp_path, capsys):
@@ -285,7 +294,8 @@ def test_candidates_or_a_json_report_to_the_standard_output_is_a_usage_error(tmp
     )  # fmt: skip
     assert code == 2 and shown == ""
     assert capsys.readouterr().err == (
-        f"inventory-vacuum vacuum: error: --candidates {str(link)!r} is the standard output: give a file\n"
+        f"inventory-vacuum vacuum: error: --candidates {str(link)!r} is where the results are shown: "
+        "give another file\n"
     )
     # --json writes the report on stdout already: a second document there would break its reader
     code, shown = cli(
@@ -294,6 +304,5 @@ def test_candidates_or_a_json_report_to_the_standard_output_is_a_usage_error(tmp
     )  # fmt: skip
     assert code == 2 and shown == ""
     assert capsys.readouterr().err == (
-        "inventory-vacuum vacuum: error: --report '/dev/stdout' is the standard output, where --json "
-        "writes the report\n"
+        "inventory-vacuum vacuum: error: --report '/dev/stdout' is where --json writes the report already\n"
     )

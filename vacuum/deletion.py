@@ -155,7 +155,9 @@ def set_aside_gone(
     run = ctx.run
     # Delta's candidates as the plan reads them from its cache (vacuum.tuning.read_from_cache) are
     # held already; they are let go of here all the same, as a frame persisted here is: the checks
-    # and the deletes have the memory, and only the candidates still present are read after
+    # and the deletes have the memory, and only the candidates still present are read after, from
+    # their own cache, filled below before this release (should its blocks be lost, Spark computes
+    # them again from the candidates' plan, as it did before)
     candidates = candidates if is_read_from_cache(candidates) else candidates.persist()
     try:
         present = still_present(candidates, directory_objects).persist()

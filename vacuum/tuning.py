@@ -9,6 +9,7 @@ table's settings must not be seen by another table running at the same time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from py4j.protocol import Py4JError
@@ -254,7 +255,8 @@ def read_from_cache(frame: DataFrame) -> DataFrame:
         log.info("a cached frame is read through its own plan: %s", spark_error_summary(error))
         return frame
     except BaseException:  # an interrupt: the caller has no frame to let go of
-        frame.unpersist()
+        with contextlib.suppress(Exception):  # the interrupt is what the run reports
+            frame.unpersist()
         raise
     setattr(read, _CACHED_FRAME, frame)
     return read

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from core.errors import InventoryVacuumError
-from core.local_files import names_standard_output, written_whole
+from core.local_files import is_results_output, written_whole
 from jobs import params
 from jobs.commands.common import check_writable, protected_paths, run_id
 from jobs.output import Output, output_for
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
     prices = load_prices(args.prices)
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
     registry = load_registry(args.tables)
-    to_file = bool(args.output) and not names_standard_output(args.output)
+    to_file = bool(args.output) and not is_results_output(args.output)
     if to_file:
         check_writable("--output", args.output)
     located = ToolTables.beside(

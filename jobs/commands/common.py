@@ -30,9 +30,9 @@ def s3_destination(uri: str) -> StorageLocation:
 def check_writable(flag: str, path: str) -> None:
     """Fail now, with the flag's name, if ``path`` cannot be written (the command's standard
     output always can: it is written to the result's stream, not opened)."""
-    from core.local_files import names_standard_output
+    from core.local_files import is_results_output
 
-    if names_standard_output(path):
+    if is_results_output(path):
         return
     existed = os.path.exists(path)
     try:

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, output: Output) -> int:
-    from core.local_files import names_standard_output
+    from core.local_files import is_results_output
     from core.paths import StorageLocation
     from core.registry import load_registry
     from core.session import build_spark_session
@@ -68,11 +68,13 @@ def run(args: argparse.Namespace, output: Output) -> int:
         )
     if args.candidates and not args.candidates.endswith((".parquet", ".csv")):
         raise UsageError(f"--candidates {args.candidates!r} must end in .parquet or .csv")
-    if args.candidates and names_standard_output(args.candidates):
-        raise UsageError(f"--candidates {args.candidates!r} is the standard output: give a file")
-    if args.json and args.report and names_standard_output(args.report):
+    if args.candidates and is_results_output(args.candidates):
+        raise UsageError(
+            f"--candidates {args.candidates!r} is where the results are shown: give another file"
+        )
+    if args.json and args.report and is_results_output(args.report):
         # --json's one object on stdout is the report already: a second would break a reader of it
-        raise UsageError(f"--report {args.report!r} is the standard output, where --json writes the report")
+        raise UsageError(f"--report {args.report!r} is where --json writes the report already")
     StorageLocation.parse(args.inventory_table, what="--inventory-table")
     registry = load_registry(args.tables)
     tables = registry.select(args.table_names)
@@ -123,7 +125,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
 def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Output) -> list[str]:
     """Write --candidates and --report, then show the result; what could not be written, one line
     each (the result is shown all the same: the run has happened, deletes and all)."""
-    from core.local_files import names_standard_output, written_whole
+    from core.local_files import is_results_output, written_whole
     from vacuum.candidates import write_candidates
 
     problems = []
@@ -136,8 +138,8 @@ def _write_and_show(args: argparse.Namespace, result: VacuumResult, output: Outp
             problems.append(f"--candidates {args.candidates}: not written: {error.strerror or error}")
     if args.report:
         try:
-            if names_standard_output(args.report):
-                # the command's standard output, before the result (descriptor 1 is its log's)
+            if is_results_output(args.report):
+                # the results' own stream, before the result (descriptor 1 is the log's)
                 json.dump(result.to_dict(), output.stream, indent=2, default=str)
                 output.stream.write("\n")
                 output.stream.flush()
