@@ -250,6 +250,44 @@ def _events_context(spark, run_id: str, run, state, **options):  # type: ignore[
     )
 
 
+def test_setting_aside_what_is_gone_leaves_only_the_present_candidates_cached(spark, s3, lake):
+    """Delta's candidates, read from their cache as the plan reads them, are checked against S3:
+    those deleted by someone else since the inventory are counted as gone, and after the check
+    Spark's cache holds the present candidates alone (the deletes' memory), not the candidates'
+    own cache, nor the gone ones'."""
+    from vacuum.deletion import set_aside_gone
+    from vacuum.plan import candidate_details, dry_run_candidates, vacuum_sql
+    from vacuum.tuning import is_read_from_cache, read_from_cache
+
+    cache = spark._jsparkSession.sharedState().cacheManager()
+    cache.clearCache()
+    state, frame, view = _planned_in_lake(spark, lake)
+    with view as name:
+        sql = vacuum_sql(state, mode="inventory", retention_hours=None, dry_run=True, inventory_view=name)
+        planned = candidate_details(dry_run_candidates(spark, sql), frame, state).persist()
+        candidates = read_from_cache(planned)
+        assert is_read_from_cache(candidates)
+        keys = {r["key"] for r in candidates.select("key").collect()}
+        assert set(JUNK) <= keys
+        s3.delete_object(Bucket=lake["bucket"], Key=JUNK[0])  # someone else deleted it meanwhile
+        run = _batch_run(candidates)
+        present = set_aside_gone(_events_context(spark, "gone", run, state), candidates, None)
+        try:
+            assert {r["key"] for r in present.collect()} == keys - {JUNK[0]}
+            assert run.already_gone_files == 1
+            assert not planned.storageLevel.useMemory and not planned.storageLevel.useDisk
+            assert present.storageLevel.useMemory
+            cached = [str(c.plan().toString()) for c in _scala_list(cache.cachedData())]
+            assert len(cached) == 1  # the present candidates' plan, nothing else
+        finally:
+            present.unpersist()
+    assert cache.isEmpty()
+
+
+def _scala_list(sequence):  # type: ignore[no-untyped-def]  # a py4j Scala Seq
+    return [sequence.apply(index) for index in range(int(sequence.size()))]
+
+
 def test_a_batch_delete_sends_nothing_once_its_run_stopped_and_one_cut_short_counts_what_is_gone(
     spark, s3, lake, monkeypatch
 ):
