@@ -66,9 +66,13 @@ def test_a_later_delete_or_write_of_the_key_is_left_alone():
     later_delete = [_marker("theirs", 60, latest=True), _marker("ours", 1), _object("v1", -100)]
     assert plan_object(_deletion(), later_delete).outcome == "deleted_again"
     rewritten = [_object("v2", 60, size=9, latest=True), _marker("ours", 1), _object("v1", -100)]
-    assert plan_object(_deletion(), rewritten).outcome == "current_again"
-    # the marker the ledger names is gone (removed by someone) and the key is current again
-    assert plan_object(_deletion(), [_object("v1", -100, latest=True)]).outcome == "current_again"
+    plan = plan_object(_deletion(delete_started_at=T0), rewritten)
+    assert plan.outcome == "current_again" and "written since the vacuum" in plan.reason
+    # the marker the ledger names is gone (removed by someone) and the key is current again: its
+    # object is the one from before the delete, not one written since
+    plan = plan_object(_deletion(delete_started_at=T0), [_object("v1", -100, latest=True)])
+    assert plan.outcome == "current_again"
+    assert "older than the vacuum's delete" in plan.reason and "written since" not in plan.reason
     # someone else's marker, never the tool's: the ledger names another
     assert plan_object(_deletion(), [_marker("theirs", 1, latest=True), _object("v1", -100)]).outcome == (
         "deleted_again"

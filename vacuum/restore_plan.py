@@ -149,10 +149,17 @@ def plan_object(deletion: Deletion, versions: Sequence[Version], *, skew: timede
     newest = ordered[0]
     if ours is None or ours is not newest:
         if not newest.is_delete_marker:
+            current = f"version {newest.version_id}, {newest.size} bytes, {_when(newest)}"
+            if earliest is not None and newest.last_modified < earliest:
+                return Plan(
+                    CURRENT_AGAIN,
+                    f"the key's current object ({current}) is older than the vacuum's delete: the "
+                    "tool's delete marker is gone (removed by someone else), so it is current "
+                    "again; nothing to restore",
+                )
             return Plan(
                 CURRENT_AGAIN,
-                f"the key has a current object again (version {newest.version_id}, "
-                f"{newest.size} bytes, {_when(newest)}): not overwritten",
+                f"the key has a current object again ({current}): written since the vacuum; not overwritten",
             )
         if earliest is not None and newest.last_modified < earliest:
             return Plan(
