@@ -73,6 +73,15 @@ def test_a_later_delete_or_write_of_the_key_is_left_alone():
     plan = plan_object(_deletion(delete_started_at=T0), [_object("v1", -100, latest=True)])
     assert plan.outcome == "current_again"
     assert "older than the vacuum's delete" in plan.reason and "written since" not in plan.reason
+    # with no start of the delete known, neither is said
+    plan = plan_object(_deletion(), [_object("v1", -100, latest=True)])
+    assert plan.outcome == "current_again"
+    assert "older than" not in plan.reason and "written since" not in plan.reason
+    # the tool's marker is still there, below an object S3 dates before the delete (a clock behind
+    # the driver's): the marker is not said to be gone
+    skewed = [_object("v2", -60, latest=True), _marker("ours", 1), _object("v1", -100)]
+    plan = plan_object(_deletion(delete_started_at=T0), skewed)
+    assert plan.outcome == "current_again" and "no longer there" not in plan.reason
     # someone else's marker, never the tool's: the ledger names another
     assert plan_object(_deletion(), [_marker("theirs", 1, latest=True), _object("v1", -100)]).outcome == (
         "deleted_again"

@@ -150,16 +150,19 @@ def plan_object(deletion: Deletion, versions: Sequence[Version], *, skew: timede
     if ours is None or ours is not newest:
         if not newest.is_delete_marker:
             current = f"version {newest.version_id}, {newest.size} bytes, {_when(newest)}"
-            if earliest is not None and newest.last_modified < earliest:
+            if earliest is None:  # when the delete began is not known: nor is what the object is
+                return Plan(CURRENT_AGAIN, f"the key has a current object again ({current}): not overwritten")
+            if ours is None and newest.last_modified < earliest:
                 return Plan(
                     CURRENT_AGAIN,
-                    f"the key's current object ({current}) is older than the vacuum's delete: the "
-                    "tool's delete marker is gone (removed by someone else), so it is current "
-                    "again; nothing to restore",
+                    f"the key's current object ({current}) is older than the vacuum's delete, and "
+                    "the tool's delete marker is no longer there (removed by someone, or by an "
+                    "earlier restore whose ledger rows were not written): it is current again; "
+                    "nothing to restore",
                 )
+            since = ": written since the vacuum's delete began" if newest.last_modified >= earliest else ""
             return Plan(
-                CURRENT_AGAIN,
-                f"the key has a current object again ({current}): written since the vacuum; not overwritten",
+                CURRENT_AGAIN, f"the key has a current object again ({current}){since}; not overwritten"
             )
         if earliest is not None and newest.last_modified < earliest:
             return Plan(
