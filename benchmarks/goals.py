@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import time_in_jobs
 from benchmarks.vacuum_at_scale import java_of
 
 RESULTS = Path(__file__).parent / "results"
@@ -276,7 +277,8 @@ def _run_where(files: int, ours: dict[str, Any], theirs: dict[str, Any]) -> list
         f"real run {ours['run']['modeled_seconds']:.1f} s, {ours['run']['table_requests']} requests to "
         f"the table, {ours['run'].get('data_list_requests', 0)} of them LISTs of its data; delta-rs: "
         f"plan {theirs['plan']['modeled_seconds']:.1f} s, real run {theirs['run']['modeled_seconds']:.1f} s, "
-        f"{theirs['run']['table_requests']} requests, {theirs['run'].get('data_list_requests', 0)} LISTs of its data"
+        f"{theirs['run']['table_requests']} requests, {theirs['run'].get('data_list_requests', 0)} LISTs of its data",
+        *time_in_jobs(ours),
     ]
 
 

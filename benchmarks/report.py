@@ -178,6 +178,7 @@ def markdown(document: dict[str, Any]) -> str:
             ]
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", *targets(size)]
+        lines += [f"- {line}" for run in size["runs"] for line in time_in_jobs(run)]
     lines += [
         "",
         "Every mode found exactly the expected candidates (LITE: the tombstoned files only, by design) "
@@ -185,6 +186,29 @@ def markdown(document: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def time_in_jobs(run: dict[str, Any]) -> list[str]:
+    """Where a run of ours spent its dry run's and real run's time, from Spark's event log (a line
+    each; none for a peer, or a result made before the benchmark read the log)."""
+    events = run.get("events")
+    if not events:
+        return []
+    lines = []
+    for phase, name in (("plan", "dry run"), ("run", "real run")):
+        figures = events[phase]
+        steps = "; ".join(
+            f"{'' if step['table'] else 'outside the table: '}{step['step']} {step['seconds']:.2f} s "
+            f"({step['jobs']} job{'s' if step['jobs'] != 1 else ''})"
+            for step in figures["steps"]
+        )
+        lines.append(
+            f"{run['label']}, the {name} ({run[phase]['seconds']:.1f} s, Spark's event log): "
+            f"{figures['in_jobs_seconds']:.1f} s in {figures['jobs']} Spark jobs (their union), "
+            f"{figures['outside_jobs_seconds']:.1f} s outside any (the driver's planning, Delta's log "
+            f"reading, Python); the jobs by step: {steps}"
+        )
+    return lines
 
 
 def targets(size: dict[str, Any]) -> list[str]:

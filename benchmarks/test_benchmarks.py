@@ -224,6 +224,53 @@ def test_markdown_shows_ratios_to_both_references() -> None:
     assert "80×" in requests_row and "100×" in requests_row
 
 
+def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markdowns(tmp_path: Any) -> None:
+    from benchmarks.goals import _run_where
+    from benchmarks.vacuum_at_scale import where_the_time_goes
+
+    def job(number: int, start: int, end: int, group: str | None, description: str | None) -> list[str]:
+        properties = {
+            k: v for k, v in (("spark.jobGroup.id", group), ("spark.job.description", description)) if v
+        }
+        started = {"Event": "SparkListenerJobStart", "Job ID": number, "Submission Time": start,
+                   "Properties": properties, "Stage Infos": [{"Stage Name": "save at X.java:1"}]}  # fmt: skip
+        ended = {"Event": "SparkListenerJobEnd", "Job ID": number, "Completion Time": end}
+        return [json.dumps(started), json.dumps(ended)]
+
+    lines = [
+        *job(1, 500, 900, "vacuum events", "vacuum events: snapshot"),  # before the window: not counted
+        *job(2, 1_000, 2_000, "vacuum events", "vacuum events: classify objects and coverage"),
+        *job(3, 1_500, 2_500, "inventory-vacuum run: inventory figures", None),
+        *job(4, 3_000, 3_500, "vacuum events", "vacuum events: Delta dry run"),
+        *job(5, 3_600, 4_100, "vacuum events", "vacuum events: Delta dry run"),
+        *job(6, 4_500, 4_700, None, None),  # the history's append
+    ]
+    (tmp_path / "app-1").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    figures = where_the_time_goes(tmp_path, (1_000, 5_000), 4.2)
+    assert (figures["jobs"], figures["in_jobs_seconds"], figures["outside_jobs_seconds"]) == (5, 2.7, 1.5)
+    assert [(s["step"], s["table"], s["jobs"], s["seconds"]) for s in figures["steps"]] == [
+        ("classify objects and coverage", True, 1, 1.0),
+        ("Delta dry run", True, 2, 1.0),
+        ("inventory-vacuum run: inventory figures: (save at X.java:1)", False, 1, 1.0),
+        ("(no group): (save at X.java:1)", False, 1, 0.2),
+    ]
+    document = _document()
+    ours = next(r for r in document["sizes"][0]["runs"] if r["mode"] == "inventory-batch")
+    ours["events"] = {"plan": figures, "run": figures}
+    line = next(line for line in markdown(document).splitlines() if "the dry run (10.0 s" in line)
+    assert "2.7 s in 5 Spark jobs (their union), 1.5 s outside any" in line
+    assert "classify objects and coverage 1.00 s (1 job); Delta dry run 1.00 s (2 jobs)" in line
+    assert "outside the table: (no group): (save at X.java:1) 0.20 s (1 job)" in line
+    rs = next(r for r in document["sizes"][0]["runs"] if r["mode"] == "delta-rs")
+    where = _run_where(1000, ours, rs)
+    assert (
+        len(where) == 3
+        and where[1].startswith("inventory-batch, the dry run")
+        and "real run (20.0 s" in where[2]
+    )
+    assert not [line for line in markdown(_document()).splitlines() if "Spark's event log" in line]
+
+
 def test_one_table_breakdown_adds_up_and_the_markdown_shows_ratios_to_ours() -> None:
     from benchmarks import one_table
 

@@ -26,8 +26,10 @@ import logging
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -66,6 +68,7 @@ WARM_UP_SIZE = 1_440  # two files per partition
 META_BUCKET = "bench-meta"
 TABLE_ROOT = "warehouse/events"
 RESULTS = Path(__file__).resolve().parent / "results"
+EVENT_WINDOWS = "_event_windows"  # a run's own key until its jobs are read from the event log
 TABLE_AREAS = ("data", "log", "probe")
 
 
@@ -109,6 +112,7 @@ class Phase:
     model: LatencyModel
     engine: str
     mode: str
+    window_ms: tuple[int, int] = (0, 0)  # its start and end, epoch milliseconds (the event log's clock)
 
     @property
     def network_seconds(self) -> float:
@@ -308,14 +312,16 @@ class VacuumAtScale:
             call = self._delta_rs(table, dry_run)
         self._clear_delta_cache()  # after the ledger's creation (_our_runner): no warm table
         self.server.reset_counts()
+        since_ms = int(time.time() * 1000)
         started = time.perf_counter()
         result = call()
         seconds = time.perf_counter() - started
+        until_ms = int(time.time() * 1000)
         counts: Counter[tuple[str, str]] = Counter()
         for (bucket, area, operation), count in self.server.area_counts().items():
             if bucket == table.bucket or area == "meta":
                 counts[(area, operation)] += count
-        phase = Phase(seconds, counts, self.model, mode.engine, mode.mode)
+        phase = Phase(seconds, counts, self.model, mode.engine, mode.mode, (since_ms, until_ms))
         if mode.engine == "spark":
             run = result.tables[0]
             if run.status != "ok":
@@ -413,6 +419,8 @@ class VacuumAtScale:
             "plan_seconds_each": [round(r[0].seconds, 3) for r in rounds],
             "run_seconds_each": [round(r[2].seconds, 3) for r in rounds],
         }
+        if mode.engine == "spark":  # read from Spark's event log when the session has ended
+            result[EVENT_WINDOWS] = {"plan": plan.window_ms, "run": real.window_ms}
         if real_run is not None:
             result["reported"] = {
                 "planned_files": real_run.planned_files,
@@ -461,6 +469,45 @@ class VacuumAtScale:
 
 
 # -- output -----------------------------------------------------------------------------------------
+
+
+def event_log_settings(directory: Path) -> dict[str, str]:
+    """Spark's event log, one plain file in ``directory``: every job, its group and step."""
+    return {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": directory.as_uri(),
+        "spark.eventLog.rolling.enabled": "false",
+        "spark.eventLog.compress": "false",
+    }
+
+
+def where_the_time_goes(directory: Path, window_ms: tuple[int, int], seconds: float) -> dict[str, Any]:
+    """One timed run of ours, from the event log in ``directory``: the Spark jobs submitted in its
+    window, their union's seconds and the rest of its ``seconds`` (the driver's work outside any
+    job: planning, Delta's log reading, Python), and the jobs' seconds by step. A job of the
+    table's own group (``vacuum <table>``) is named by its step; another by its group too (the
+    run's figures read beside the table's jobs, the history's append)."""
+    from benchmarks.one_table import read_event_log, union_ms
+
+    since, until = window_ms
+    jobs = [job for job in read_event_log(directory)["jobs"] if since <= job["start"] <= until]
+    by_step: dict[tuple[bool, str], list[float]] = {}
+    for job in jobs:
+        own = job["group"].startswith("vacuum ")
+        step = job["step"] if own else f"{job['group']}: {job['step']}"
+        by_step.setdefault((own, step), []).append((job["end"] - job["start"]) / 1000)
+    in_jobs = union_ms([(job["start"], job["end"]) for job in jobs]) / 1000
+    return {
+        "jobs": len(jobs),
+        "in_jobs_seconds": round(in_jobs, 3),
+        "outside_jobs_seconds": round(max(0.0, seconds - in_jobs), 3),
+        "steps": [
+            {"step": step, "table": own, "jobs": len(times), "seconds": round(sum(times), 3)}
+            for (own, step), times in sorted(
+                by_step.items(), key=lambda item: (not item[0][0], -sum(item[1]))
+            )
+        ],
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -663,8 +710,10 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
     before = machine()
     s3 = s3_client()
     s3.create_bucket(Bucket=META_BUCKET)
+    events = Path(tempfile.mkdtemp(prefix="vacuum-at-scale-events-"))
     # Spark's default 1 GB heap ran out in the flat mode at 300k files (after the 100k size)
-    spark = build_spark_session("inventory-vacuum benchmark: vacuum at scale", {"spark.driver.memory": "4g"})
+    settings = {"spark.driver.memory": "4g", **event_log_settings(events)}
+    spark = build_spark_session("inventory-vacuum benchmark: vacuum at scale", settings)
     try:
         modes = [MODES[m] for m in args.modes.split(",")]
         # with the latency injected, the wall time already holds it: the model adds nothing
@@ -677,7 +726,18 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
             for files in sorted(set(args.files or DEFAULT_SIZES))
         ]
     finally:
-        spark.stop()
+        spark.stop()  # which writes the event log's last events
+    try:
+        for size in results:
+            for result in size["runs"]:
+                windows = result.pop(EVENT_WINDOWS, None)
+                if windows:
+                    result["events"] = {
+                        phase: where_the_time_goes(events, windows[phase], result[phase]["seconds"])
+                        for phase in ("plan", "run")
+                    }
+    finally:
+        shutil.rmtree(events, ignore_errors=True)
     return {
         "benchmark": "vacuum_at_scale",
         "command": "python -m benchmarks.vacuum_at_scale " + " ".join(argv or sys.argv[1:]),
