@@ -93,7 +93,9 @@ def markdown(document: dict[str, Any]) -> str:
     lines = [
         "# Vacuum at scale",
         "",
-        f"`{document['command'].strip()}`, started {document['started_at'][:19]}Z, "
+        f"`{document['command'].strip()}`"
+        + (f" at {document['code']}" if document.get("code") else "")
+        + f", started {document['started_at'][:19]}Z, "
         f"{document['seconds']:.0f} s in all. Machine: {before['cpus']} CPUs, load average "
         f"{before['load_average_1_5_15'][0]} before and {after['load_average_1_5_15'][0]} after; "
         f"{before['platform']}; " + ", ".join(f"{k} {v}" for k, v in before["versions"].items()) + ".",

@@ -269,6 +269,10 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
         and "real run (20.0 s" in where[2]
     )
     assert not [line for line in markdown(_document()).splitlines() if "Spark's event log" in line]
+    assert "`python -m benchmarks.vacuum_at_scale`, started" in markdown(_document())
+    assert "`python -m benchmarks.vacuum_at_scale` at abc1234, started" in markdown(
+        {**_document(), "code": "abc1234"}
+    )
 
 
 def test_one_table_breakdown_adds_up_and_the_markdown_shows_ratios_to_ours() -> None:

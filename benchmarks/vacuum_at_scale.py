@@ -741,6 +741,7 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
     return {
         "benchmark": "vacuum_at_scale",
         "command": "python -m benchmarks.vacuum_at_scale " + " ".join(argv or sys.argv[1:]),
+        "code": CODE_AT_START,
         "started_at": started_at.isoformat(),
         "seconds": round((datetime.now(timezone.utc) - started_at).total_seconds(), 1),
         "machine_before": before,
