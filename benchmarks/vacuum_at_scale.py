@@ -711,23 +711,25 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
     s3 = s3_client()
     s3.create_bucket(Bucket=META_BUCKET)
     events = Path(tempfile.mkdtemp(prefix="vacuum-at-scale-events-"))
-    # Spark's default 1 GB heap ran out in the flat mode at 300k files (after the 100k size)
-    settings = {"spark.driver.memory": "4g", **event_log_settings(events)}
-    spark = build_spark_session("inventory-vacuum benchmark: vacuum at scale", settings)
     try:
-        modes = [MODES[m] for m in args.modes.split(",")]
-        # with the latency injected, the wall time already holds it: the model adds nothing
-        benchmark = VacuumAtScale(spark, server, s3, modes, 0.0 if args.inject_latency else args.latency_ms)
-        if not args.no_warm_up:
-            log.info("warm-up round (not recorded)")
-            benchmark.warm_up()
-        results = [
-            benchmark.run_size(files, args.repeat).to_dict()
-            for files in sorted(set(args.files or DEFAULT_SIZES))
-        ]
-    finally:
-        spark.stop()  # which writes the event log's last events
-    try:
+        # Spark's default 1 GB heap ran out in the flat mode at 300k files (after the 100k size)
+        settings = {"spark.driver.memory": "4g", **event_log_settings(events)}
+        spark = build_spark_session("inventory-vacuum benchmark: vacuum at scale", settings)
+        try:
+            modes = [MODES[m] for m in args.modes.split(",")]
+            # with the latency injected, the wall time already holds it: the model adds nothing
+            benchmark = VacuumAtScale(
+                spark, server, s3, modes, 0.0 if args.inject_latency else args.latency_ms
+            )
+            if not args.no_warm_up:
+                log.info("warm-up round (not recorded)")
+                benchmark.warm_up()
+            results = [
+                benchmark.run_size(files, args.repeat).to_dict()
+                for files in sorted(set(args.files or DEFAULT_SIZES))
+            ]
+        finally:
+            spark.stop()  # which writes the event log's last events
         for size in results:
             for result in size["runs"]:
                 windows = result.pop(EVENT_WINDOWS, None)
