@@ -122,7 +122,8 @@ def timed_process(command: list[str], env: dict[str, str], output: Path) -> dict
 
 
 def read_event_log(directory: Path) -> dict[str, Any]:
-    """The application's start and end, every finished job (start, end, group, step), the jars."""
+    """The application's start and end, every finished job (start, end, group, step), the jobs
+    that never ended, the jars."""
     import pyspark
 
     result: dict[str, Any] = {
@@ -164,6 +165,7 @@ def read_event_log(directory: Path) -> dict[str, Any]:
                 }
             elif kind == "SparkListenerJobEnd" and event["Job ID"] in result["jobs"]:
                 result["jobs"][event["Job ID"]]["end"] = event["Completion Time"]
+    result["unfinished_jobs"] = [job for job in result["jobs"].values() if "end" not in job]
     result["jobs"] = [job for job in result["jobs"].values() if "end" in job]
     return result
 

@@ -191,26 +191,31 @@ def markdown(document: dict[str, Any]) -> str:
 
 
 def time_in_jobs(run: dict[str, Any]) -> list[str]:
-    """Where a run of ours spent its dry run's and real run's time, from Spark's event log (a line
-    each; none for a peer, or a result made before the benchmark read the log)."""
+    """Where a run of ours spent its dry run's and real run's local wall time, from Spark's event
+    log (a line each; none for a peer, or a result made before the benchmark read the log). The
+    parts shown add up to the wall time as shown."""
     events = run.get("events")
     if not events:
         return []
     lines = []
     for phase, name in (("plan", "dry run"), ("run", "real run")):
         figures = events[phase]
-        steps = "; ".join(
-            f"{'' if step['table'] else 'outside the table: '}{step['step']} {step['seconds']:.2f} s "
-            f"({step['jobs']} job{'s' if step['jobs'] != 1 else ''})"
-            for step in figures["steps"]
-        )
+        wall, in_jobs = round(run[phase]["seconds"], 1), round(figures["in_jobs_seconds"], 1)
+        steps = "; ".join(_step_line(step) for step in figures["steps"])
         lines.append(
-            f"{run['label']}, the {name} ({run[phase]['seconds']:.1f} s, Spark's event log): "
-            f"{figures['in_jobs_seconds']:.1f} s in {figures['jobs']} Spark jobs (their union), "
-            f"{figures['outside_jobs_seconds']:.1f} s outside any (the driver's planning, Delta's log "
-            f"reading, Python); the jobs by step: {steps}"
+            f"{run['label']}, the {name}: {wall:.1f} s of local wall time "
+            f"({run[phase]['modeled_seconds']:.1f} s modeled). From Spark's event log: {in_jobs:.1f} s in "
+            f"{figures['jobs']} Spark job{'s' if figures['jobs'] != 1 else ''} (their union), {max(0.0, wall - in_jobs):.1f} s outside any "
+            f"job (the driver's time between and around them, not broken down); the jobs' seconds by "
+            f"step: {steps}"
         )
     return lines
+
+
+def _step_line(step: dict[str, Any]) -> str:
+    group = "" if step["table"] else "not the table's job group: "
+    jobs = f"{step['jobs']} job{'s' if step['jobs'] != 1 else ''}"
+    return f"{group}{step['step']} {step['seconds']:.2f} s ({jobs})"
 
 
 def targets(size: dict[str, Any]) -> list[str]:

@@ -225,49 +225,70 @@ def test_markdown_shows_ratios_to_both_references() -> None:
 
 
 def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markdowns(tmp_path: Any) -> None:
-    from benchmarks.goals import _run_where
-    from benchmarks.vacuum_at_scale import where_the_time_goes
+    from pathlib import Path
 
-    def job(number: int, start: int, end: int, group: str | None, description: str | None) -> list[str]:
+    from benchmarks.goals import _run_where
+    from benchmarks.vacuum_at_scale import BenchmarkFailure, where_the_time_goes
+
+    repository = Path(__file__).resolve().parent.parent
+
+    def job(number: int, start: int, end: int | None, group: str | None, description: str | None,
+            stage: str = "save at X.java:1") -> list[str]:  # fmt: skip
         properties = {
             k: v for k, v in (("spark.jobGroup.id", group), ("spark.job.description", description)) if v
         }
         started = {"Event": "SparkListenerJobStart", "Job ID": number, "Submission Time": start,
-                   "Properties": properties, "Stage Infos": [{"Stage Name": "save at X.java:1"}]}  # fmt: skip
+                   "Properties": properties, "Stage Infos": [{"Stage Name": stage}]}  # fmt: skip
         ended = {"Event": "SparkListenerJobEnd", "Job ID": number, "Completion Time": end}
-        return [json.dumps(started), json.dumps(ended)]
+        return [json.dumps(started)] + ([json.dumps(ended)] if end is not None else [])
 
+    figures_stage = f"collect at {repository}/vacuum/plan.py:395"
     lines = [
         *job(1, 500, 900, "vacuum events", "vacuum events: snapshot"),  # before the window: not counted
         *job(2, 1_000, 2_000, "vacuum events", "vacuum events: classify objects and coverage"),
-        *job(3, 1_500, 2_500, "inventory-vacuum run: inventory figures", None),
+        *job(3, 1_500, 2_500, "inventory-vacuum run: inventory figures", None, figures_stage),
         *job(4, 3_000, 3_500, "vacuum events", "vacuum events: Delta dry run"),
         *job(5, 3_600, 4_100, "vacuum events", "vacuum events: Delta dry run"),
-        *job(6, 4_500, 4_700, None, None),  # the history's append
+        *job(6, 4_800, 5_300, None, None),  # ends after the window: counted up to its end
+        *job(7, 5_200, 5_600, "vacuum events", "vacuum events: delete"),  # the next window's
     ]
     (tmp_path / "app-1").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    figures = where_the_time_goes(tmp_path, (1_000, 5_000), 4.2)
-    assert (figures["jobs"], figures["in_jobs_seconds"], figures["outside_jobs_seconds"]) == (5, 2.7, 1.5)
-    assert [(s["step"], s["table"], s["jobs"], s["seconds"]) for s in figures["steps"]] == [
+    plan = where_the_time_goes(tmp_path, (1_000, 5_000), 4.2)
+    assert (plan["jobs"], plan["in_jobs_seconds"], plan["outside_jobs_seconds"]) == (5, 2.7, 1.5)
+    assert [(s["step"], s["table"], s["jobs"], s["seconds"]) for s in plan["steps"]] == [
         ("classify objects and coverage", True, 1, 1.0),
         ("Delta dry run", True, 2, 1.0),
-        ("inventory-vacuum run: inventory figures: (save at X.java:1)", False, 1, 1.0),
-        ("(no group): (save at X.java:1)", False, 1, 0.2),
+        ("inventory-vacuum run: inventory figures: (collect at vacuum/plan.py:395)", False, 1, 1.0),
+        ("no job group: (save at X.java:1)", False, 1, 0.2),
     ]
+    real = where_the_time_goes(tmp_path, (5_100, 6_000), 1.0)
+    assert (real["jobs"], real["in_jobs_seconds"], real["outside_jobs_seconds"]) == (1, 0.4, 0.6)
+    assert [s["step"] for s in real["steps"]] == ["delete"]
+    with pytest.raises(BenchmarkFailure, match="no job in a timed run's window"):
+        where_the_time_goes(tmp_path, (7_000, 8_000), 1.0)
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "app-2").write_text("\n".join(job(1, 1_000, None, "vacuum t", "vacuum t: snapshot") + job(
+        2, 1_100, 1_200, "vacuum t", "vacuum t: snapshot")) + "\n", encoding="utf-8")  # fmt: skip
+    with pytest.raises(BenchmarkFailure, match="1 job\\(s\\) that never ended"):
+        where_the_time_goes(unfinished, (1_000, 2_000), 1.0)
+
     document = _document()
     ours = next(r for r in document["sizes"][0]["runs"] if r["mode"] == "inventory-batch")
-    ours["events"] = {"plan": figures, "run": figures}
-    line = next(line for line in markdown(document).splitlines() if "the dry run (10.0 s" in line)
-    assert "2.7 s in 5 Spark jobs (their union), 1.5 s outside any" in line
-    assert "classify objects and coverage 1.00 s (1 job); Delta dry run 1.00 s (2 jobs)" in line
-    assert "outside the table: (no group): (save at X.java:1) 0.20 s (1 job)" in line
+    ours["events"] = {"plan": plan, "run": real}
+    text = markdown(document).splitlines()
+    dry = next(line for line in text if "the dry run: 10.0 s of local wall time (20.0 s modeled)" in line)
+    assert "2.7 s in 5 Spark jobs (their union), 7.3 s outside any job" in dry
+    assert "classify objects and coverage 1.00 s (1 job); Delta dry run 1.00 s (2 jobs)" in dry
+    assert "not the table's job group: no job group: (save at X.java:1) 0.20 s (1 job)" in dry
+    assert "delete" not in dry and str(repository) not in dry
+    wet = next(line for line in text if "the real run: 20.0 s of local wall time (40.0 s modeled)" in line)
+    assert (
+        "0.4 s in 1 Spark job (their union), 19.6 s outside any job" in wet and "delete 0.40 s (1 job)" in wet
+    )
     rs = next(r for r in document["sizes"][0]["runs"] if r["mode"] == "delta-rs")
     where = _run_where(1000, ours, rs)
-    assert (
-        len(where) == 3
-        and where[1].startswith("inventory-batch, the dry run")
-        and "real run (20.0 s" in where[2]
-    )
+    assert len(where) == 3 and where[1] == dry[2:] and where[2] == wet[2:]
     assert not [line for line in markdown(_document()).splitlines() if "Spark's event log" in line]
     assert "`python -m benchmarks.vacuum_at_scale`, started" in markdown(_document())
     assert "`python -m benchmarks.vacuum_at_scale` at abc1234, started" in markdown(

@@ -482,21 +482,29 @@ def event_log_settings(directory: Path) -> dict[str, str]:
 
 
 def where_the_time_goes(directory: Path, window_ms: tuple[int, int], seconds: float) -> dict[str, Any]:
-    """One timed run of ours, from the event log in ``directory``: the Spark jobs submitted in its
-    window, their union's seconds and the rest of its ``seconds`` (the driver's work outside any
-    job: planning, Delta's log reading, Python), and the jobs' seconds by step. A job of the
-    table's own group (``vacuum <table>``) is named by its step; another by its group too (the
-    run's figures read beside the table's jobs, the history's append)."""
+    """One timed run of ours (its window, epoch ms, and its local wall ``seconds``), from the event
+    log in ``directory``: the Spark jobs submitted in the window, the union of their intervals (cut
+    to the window), the rest of ``seconds`` (outside any job: the driver's work between and around
+    them, which the event log does not break down), and the jobs' seconds by step. A job of the
+    table's own group (``vacuum <table>``) is named by its step, another by its group too (the
+    run's figures read beside the table's jobs; a job of no group). A window with no job, or with a
+    job that never ended, is a log the breakdown cannot trust: :class:`BenchmarkFailure`."""
     from benchmarks.one_table import read_event_log, union_ms
 
     since, until = window_ms
-    jobs = [job for job in read_event_log(directory)["jobs"] if since <= job["start"] <= until]
+    log_read = read_event_log(directory)
+    unfinished = [job for job in log_read["unfinished_jobs"] if since <= job["start"] <= until]
+    jobs = [job for job in log_read["jobs"] if since <= job["start"] <= until]
+    if unfinished or not jobs:
+        what = f"{len(unfinished)} job(s) that never ended" if unfinished else "no job"
+        raise BenchmarkFailure(f"Spark's event log in {directory} holds {what} in a timed run's window")
     by_step: dict[tuple[bool, str], list[float]] = {}
     for job in jobs:
         own = job["group"].startswith("vacuum ")
-        step = job["step"] if own else f"{job['group']}: {job['step']}"
-        by_step.setdefault((own, step), []).append((job["end"] - job["start"]) / 1000)
-    in_jobs = union_ms([(job["start"], job["end"]) for job in jobs]) / 1000
+        group = "no job group" if job["group"] == "(no group)" else job["group"]
+        step = _without_checkout(job["step"] if own else f"{group}: {job['step']}")
+        by_step.setdefault((own, step), []).append((min(job["end"], until) - job["start"]) / 1000)
+    in_jobs = union_ms([(job["start"], min(job["end"], until)) for job in jobs]) / 1000
     return {
         "jobs": len(jobs),
         "in_jobs_seconds": round(in_jobs, 3),
@@ -508,6 +516,12 @@ def where_the_time_goes(directory: Path, window_ms: tuple[int, int], seconds: fl
             )
         ],
     }
+
+
+def _without_checkout(text: str) -> str:
+    """A call site in a job's name relative to the repository (``vacuum/plan.py:395``), not to
+    where this machine keeps it."""
+    return text.replace(f"{Path(__file__).resolve().parent.parent}/", "")
 
 
 def machine() -> dict[str, Any]:
