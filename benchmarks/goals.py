@@ -107,7 +107,7 @@ def one_table(document: dict[str, Any]) -> Standing | str:
         for step in round_.get("steps", [])
     ]
     where += [
-        f"Spark jobs outside the table's, `{job['step']}`: {job['jobs']}, {job['seconds']:.2f} s"
+        f"Spark jobs outside the table's job group, `{job['step']}`: {job['jobs']}, {job['seconds']:.2f} s"
         for job in round_.get("other_jobs", [])
     ]
     return _seconds_goal(

@@ -121,6 +121,15 @@ def timed_process(command: list[str], env: dict[str, str], output: Path) -> dict
     return {key: int(value * 1000) for key, value in ms.items()}
 
 
+NO_JOB_GROUP = "(no job group)"
+
+
+def without_checkout(text: str) -> str:
+    """A call site in a job's name (its first stage's, ``collect at .../vacuum/plan.py:395``) relative
+    to the repository (``vacuum/plan.py:395``), not to where this machine keeps it."""
+    return text.replace(f"{Path(__file__).resolve().parent.parent}/", "")
+
+
 def read_event_log(directory: Path) -> dict[str, Any]:
     """The application's start and end, every finished job (start, end, group, step), the jobs
     that never ended, the jars."""
@@ -159,9 +168,11 @@ def read_event_log(directory: Path) -> dict[str, Any]:
                 described = properties.get("spark.job.description")
                 result["jobs"][event["Job ID"]] = {
                     "start": event["Submission Time"],
-                    "group": properties.get("spark.jobGroup.id") or "(no group)",
+                    "group": properties.get("spark.jobGroup.id") or NO_JOB_GROUP,
                     # an undescribed job by its first stage: (save at ...), (getHistory at ...)
-                    "step": _step_name(described) if described else f"({stages[0].get('Stage Name', '?')})",
+                    "step": without_checkout(
+                        _step_name(described) if described else f"({stages[0].get('Stage Name', '?')})"
+                    ),
                 }
             elif kind == "SparkListenerJobEnd" and event["Job ID"] in result["jobs"]:
                 result["jobs"][event["Job ID"]]["end"] = event["Completion Time"]

@@ -196,24 +196,26 @@ def time_in_jobs(run: dict[str, Any]) -> list[str]:
     parts shown add up to the wall time as shown."""
     events = run.get("events")
     if not events:
-        return []
+        unread = run.get("events_unread")
+        return [f"{run['label']}: no breakdown from Spark's event log: {unread}"] if unread else []
     lines = []
     for phase, name in (("plan", "dry run"), ("run", "real run")):
         figures = events[phase]
         wall, in_jobs = round(run[phase]["seconds"], 1), round(figures["in_jobs_seconds"], 1)
         steps = "; ".join(_step_line(step) for step in figures["steps"])
+        jobs = f"{figures['jobs']} Spark job{'s' if figures['jobs'] != 1 else ''}"
         lines.append(
             f"{run['label']}, the {name}: {wall:.1f} s of local wall time "
-            f"({run[phase]['modeled_seconds']:.1f} s modeled). From Spark's event log: {in_jobs:.1f} s in "
-            f"{figures['jobs']} Spark job{'s' if figures['jobs'] != 1 else ''} (their union), {max(0.0, wall - in_jobs):.1f} s outside any "
-            f"job (the driver's time between and around them, not broken down); the jobs' seconds by "
+            f"({run[phase]['modeled_seconds']:.1f} s modeled). From Spark's event log: "
+            f"{in_jobs:.1f} s in {jobs} (their union), {max(0.0, wall - in_jobs):.1f} s outside any "
+            "job (the driver's time between and around them, not broken down); the jobs' seconds by "
             f"step: {steps}"
         )
     return lines
 
 
 def _step_line(step: dict[str, Any]) -> str:
-    group = "" if step["table"] else "not the table's job group: "
+    group = "" if step["table"] else "other jobs: "
     jobs = f"{step['jobs']} job{'s' if step['jobs'] != 1 else ''}"
     return f"{group}{step['step']} {step['seconds']:.2f} s ({jobs})"
 

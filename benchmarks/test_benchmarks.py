@@ -244,6 +244,7 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
 
     figures_stage = f"collect at {repository}/vacuum/plan.py:395"
     lines = [
+        *job(0, 400, None, "vacuum events", "vacuum events: snapshot"),  # unfinished, before the window
         *job(1, 500, 900, "vacuum events", "vacuum events: snapshot"),  # before the window: not counted
         *job(2, 1_000, 2_000, "vacuum events", "vacuum events: classify objects and coverage"),
         *job(3, 1_500, 2_500, "inventory-vacuum run: inventory figures", None, figures_stage),
@@ -259,7 +260,7 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
         ("classify objects and coverage", True, 1, 1.0),
         ("Delta dry run", True, 2, 1.0),
         ("inventory-vacuum run: inventory figures: (collect at vacuum/plan.py:395)", False, 1, 1.0),
-        ("no job group: (save at X.java:1)", False, 1, 0.2),
+        ("(no job group): (save at X.java:1)", False, 1, 0.2),
     ]
     real = where_the_time_goes(tmp_path, (5_100, 6_000), 1.0)
     assert (real["jobs"], real["in_jobs_seconds"], real["outside_jobs_seconds"]) == (1, 0.4, 0.6)
@@ -280,7 +281,7 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
     dry = next(line for line in text if "the dry run: 10.0 s of local wall time (20.0 s modeled)" in line)
     assert "2.7 s in 5 Spark jobs (their union), 7.3 s outside any job" in dry
     assert "classify objects and coverage 1.00 s (1 job); Delta dry run 1.00 s (2 jobs)" in dry
-    assert "not the table's job group: no job group: (save at X.java:1) 0.20 s (1 job)" in dry
+    assert "other jobs: (no job group): (save at X.java:1) 0.20 s (1 job)" in dry
     assert "delete" not in dry and str(repository) not in dry
     wet = next(line for line in text if "the real run: 20.0 s of local wall time (40.0 s modeled)" in line)
     assert (
@@ -290,6 +291,11 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
     where = _run_where(1000, ours, rs)
     assert len(where) == 3 and where[1] == dry[2:] and where[2] == wet[2:]
     assert not [line for line in markdown(_document()).splitlines() if "Spark's event log" in line]
+    ours.pop("events")
+    ours["events_unread"] = "Spark's event log in /e holds no job in a timed run's window"
+    assert f"- inventory-batch: no breakdown from Spark's event log: {ours['events_unread']}" in markdown(
+        document
+    )
     assert "`python -m benchmarks.vacuum_at_scale`, started" in markdown(_document())
     assert "`python -m benchmarks.vacuum_at_scale` at abc1234, started" in markdown(
         {**_document(), "code": "abc1234"}
@@ -735,7 +741,7 @@ def test_goals_read_each_figure_against_its_goal_and_refuse_other_sizes() -> Non
     round_ = {**side(25.0), "median_round": {**side(25.0)["median_round"], **other_jobs}}
     outside = one_table({**table, "sides": {"ours": round_}})
     assert not isinstance(outside, str)
-    assert "Spark jobs outside the table's, `run: inventory figures`: 2, 1.50 s" in outside.where
+    assert "Spark jobs outside the table's job group, `run: inventory figures`: 2, 1.50 s" in outside.where
     assert isinstance(one_table({**table, "bucket_objects": 10, "sides": {}}), str)
 
     def run(parallel: int, per_table: float, sizing: str = "sized") -> dict[str, Any]:

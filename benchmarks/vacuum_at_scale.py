@@ -488,7 +488,8 @@ def where_the_time_goes(directory: Path, window_ms: tuple[int, int], seconds: fl
     them, which the event log does not break down), and the jobs' seconds by step. A job of the
     table's own group (``vacuum <table>``) is named by its step, another by its group too (the
     run's figures read beside the table's jobs; a job of no group). A window with no job, or with a
-    job that never ended, is a log the breakdown cannot trust: :class:`BenchmarkFailure`."""
+    job that never ended, is a log the breakdown cannot trust: :class:`BenchmarkFailure` (the
+    benchmark's result keeps the run's other figures and says why it has no breakdown)."""
     from benchmarks.one_table import read_event_log, union_ms
 
     since, until = window_ms
@@ -501,8 +502,7 @@ def where_the_time_goes(directory: Path, window_ms: tuple[int, int], seconds: fl
     by_step: dict[tuple[bool, str], list[float]] = {}
     for job in jobs:
         own = job["group"].startswith("vacuum ")
-        group = "no job group" if job["group"] == "(no group)" else job["group"]
-        step = _without_checkout(job["step"] if own else f"{group}: {job['step']}")
+        step = job["step"] if own else f"{job['group']}: {job['step']}"
         by_step.setdefault((own, step), []).append((min(job["end"], until) - job["start"]) / 1000)
     in_jobs = union_ms([(job["start"], min(job["end"], until)) for job in jobs]) / 1000
     return {
@@ -516,12 +516,6 @@ def where_the_time_goes(directory: Path, window_ms: tuple[int, int], seconds: fl
             )
         ],
     }
-
-
-def _without_checkout(text: str) -> str:
-    """A call site in a job's name relative to the repository (``vacuum/plan.py:395``), not to
-    where this machine keeps it."""
-    return text.replace(f"{Path(__file__).resolve().parent.parent}/", "")
 
 
 def machine() -> dict[str, Any]:
@@ -748,10 +742,13 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
             for result in size["runs"]:
                 windows = result.pop(EVENT_WINDOWS, None)
                 if windows:
-                    result["events"] = {
-                        phase: where_the_time_goes(events, windows[phase], result[phase]["seconds"])
-                        for phase in ("plan", "run")
-                    }
+                    try:
+                        result["events"] = {
+                            phase: where_the_time_goes(events, windows[phase], result[phase]["seconds"])
+                            for phase in ("plan", "run")
+                        }
+                    except BenchmarkFailure as unread:  # the timings stand without their breakdown
+                        result["events_unread"] = str(unread)
     finally:
         shutil.rmtree(events, ignore_errors=True)
     return {
