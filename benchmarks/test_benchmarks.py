@@ -228,6 +228,7 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
     from pathlib import Path
 
     from benchmarks.goals import _run_where
+    from benchmarks.one_table import read_event_log
     from benchmarks.vacuum_at_scale import BenchmarkFailure, where_the_time_goes
 
     repository = Path(__file__).resolve().parent.parent
@@ -254,7 +255,7 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
         *job(7, 5_200, 5_600, "vacuum events", "vacuum events: delete"),  # the next window's
     ]
     (tmp_path / "app-1").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    plan = where_the_time_goes(tmp_path, (1_000, 5_000), 4.2)
+    plan = where_the_time_goes(read_event_log(tmp_path), (1_000, 5_000), 4.2)
     assert (plan["jobs"], plan["in_jobs_seconds"], plan["outside_jobs_seconds"]) == (5, 2.7, 1.5)
     assert [(s["step"], s["table"], s["jobs"], s["seconds"]) for s in plan["steps"]] == [
         ("classify objects and coverage", True, 1, 1.0),
@@ -262,17 +263,17 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
         ("inventory-vacuum run: inventory figures: (collect at vacuum/plan.py:395)", False, 1, 1.0),
         ("(no job group): (save at X.java:1)", False, 1, 0.2),
     ]
-    real = where_the_time_goes(tmp_path, (5_100, 6_000), 1.0)
+    real = where_the_time_goes(read_event_log(tmp_path), (5_100, 6_000), 1.0)
     assert (real["jobs"], real["in_jobs_seconds"], real["outside_jobs_seconds"]) == (1, 0.4, 0.6)
     assert [s["step"] for s in real["steps"]] == ["delete"]
     with pytest.raises(BenchmarkFailure, match="no job in a timed run's window"):
-        where_the_time_goes(tmp_path, (7_000, 8_000), 1.0)
+        where_the_time_goes(read_event_log(tmp_path), (7_000, 8_000), 1.0)
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
     (unfinished / "app-2").write_text("\n".join(job(1, 1_000, None, "vacuum t", "vacuum t: snapshot") + job(
         2, 1_100, 1_200, "vacuum t", "vacuum t: snapshot")) + "\n", encoding="utf-8")  # fmt: skip
     with pytest.raises(BenchmarkFailure, match="1 job\\(s\\) that never ended"):
-        where_the_time_goes(unfinished, (1_000, 2_000), 1.0)
+        where_the_time_goes(read_event_log(unfinished), (1_000, 2_000), 1.0)
 
     document = _document()
     ours = next(r for r in document["sizes"][0]["runs"] if r["mode"] == "inventory-batch")
@@ -292,7 +293,7 @@ def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markd
     assert len(where) == 3 and where[1] == dry[2:] and where[2] == wet[2:]
     assert not [line for line in markdown(_document()).splitlines() if "Spark's event log" in line]
     ours.pop("events")
-    ours["events_unread"] = "Spark's event log in /e holds no job in a timed run's window"
+    ours["events_unread"] = "Spark's event log holds no job in a timed run's window"
     assert f"- inventory-batch: no breakdown from Spark's event log: {ours['events_unread']}" in markdown(
         document
     )

@@ -481,24 +481,25 @@ def event_log_settings(directory: Path) -> dict[str, str]:
     }
 
 
-def where_the_time_goes(directory: Path, window_ms: tuple[int, int], seconds: float) -> dict[str, Any]:
+def where_the_time_goes(
+    event_log: dict[str, Any], window_ms: tuple[int, int], seconds: float
+) -> dict[str, Any]:
     """One timed run of ours (its window, epoch ms, and its local wall ``seconds``), from the event
-    log in ``directory``: the Spark jobs submitted in the window, the union of their intervals (cut
+    log as ``benchmarks.one_table.read_event_log`` read it (once for every run): the Spark jobs submitted in the window, the union of their intervals (cut
     to the window), the rest of ``seconds`` (outside any job: the driver's work between and around
     them, which the event log does not break down), and the jobs' seconds by step. A job of the
     table's own group (``vacuum <table>``) is named by its step, another by its group too (the
     run's figures read beside the table's jobs; a job of no group). A window with no job, or with a
     job that never ended, is a log the breakdown cannot trust: :class:`BenchmarkFailure` (the
     benchmark's result keeps the run's other figures and says why it has no breakdown)."""
-    from benchmarks.one_table import read_event_log, union_ms
+    from benchmarks.one_table import union_ms
 
     since, until = window_ms
-    log_read = read_event_log(directory)
-    unfinished = [job for job in log_read["unfinished_jobs"] if since <= job["start"] <= until]
-    jobs = [job for job in log_read["jobs"] if since <= job["start"] <= until]
+    unfinished = [job for job in event_log["unfinished_jobs"] if since <= job["start"] <= until]
+    jobs = [job for job in event_log["jobs"] if since <= job["start"] <= until]
     if unfinished or not jobs:
         what = f"{len(unfinished)} job(s) that never ended" if unfinished else "no job"
-        raise BenchmarkFailure(f"Spark's event log in {directory} holds {what} in a timed run's window")
+        raise BenchmarkFailure(f"Spark's event log holds {what} in a timed run's window")
     by_step: dict[tuple[bool, str], list[float]] = {}
     for job in jobs:
         own = job["group"].startswith("vacuum ")
@@ -738,13 +739,16 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
             ]
         finally:
             spark.stop()  # which writes the event log's last events
+        from benchmarks.one_table import read_event_log
+
+        event_log = read_event_log(events)
         for size in results:
             for result in size["runs"]:
                 windows = result.pop(EVENT_WINDOWS, None)
                 if windows:
                     try:
                         result["events"] = {
-                            phase: where_the_time_goes(events, windows[phase], result[phase]["seconds"])
+                            phase: where_the_time_goes(event_log, windows[phase], result[phase]["seconds"])
                             for phase in ("plan", "run")
                         }
                     except BenchmarkFailure as unread:  # the timings stand without their breakdown
