@@ -114,7 +114,13 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         "*Plan* is the dry run; *real* is the real run (it plans again, then deletes); "
         + (
-            f"each from the round (of {document['repeat']}) whose real run took the median time; "
+            f"each from the round (of {document['repeat']}) whose real run took the median time"
+            + (
+                " (every round ran each mode in turn, starting at the next mode)"
+                if document.get("modes_in_turn")
+                else ""
+            )
+            + "; "
             if document.get("repeat", 1) > 1
             else ""
         )

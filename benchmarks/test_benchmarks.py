@@ -224,6 +224,46 @@ def test_markdown_shows_ratios_to_both_references() -> None:
     assert "80×" in requests_row and "100×" in requests_row
 
 
+def test_the_modes_run_in_turn_in_every_round_each_round_starting_at_the_next_mode() -> None:
+    """A drift of the machine's speed during a size's rounds must fall on every mode alike: the
+    modes in turn within a round, each round starting at the next one; each mode's result is made
+    from its own rounds only, and the Markdown says the rounds ran so only when they did."""
+    from benchmarks.vacuum_at_scale import Mode, Round, VacuumAtScale
+
+    modes = [Mode(name, name, "spark") for name in ("a", "b", "c")]
+    ran: list[str] = []
+    summarised: dict[str, list[int]] = {}
+
+    class Table:
+        def counts(self) -> dict[str, int]:
+            return {}
+
+    class Fake(VacuumAtScale):
+        def __init__(self) -> None:
+            self.modes = modes
+
+        def prepare(self, files: int, bucket: str) -> Any:
+            return Table(), 0.0, {}
+
+        def measure_round(self, mode: Any, table: Any) -> Any:
+            ran.append(mode.name)
+            return Round(None, None, None, None, len(ran), 0)  # type: ignore[arg-type]
+
+        def measure(self, mode: Any, table: Any, rounds: list[Any]) -> dict[str, Any]:
+            summarised[mode.name] = [r.candidates for r in rounds]
+            return {"mode": mode.name}
+
+    result = Fake().run_size(10, repeat=4)
+    assert ran == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    # each mode's rounds are its own, in the order they ran
+    assert summarised == {"a": [1, 6, 8, 10], "b": [2, 4, 9, 11], "c": [3, 5, 7, 12]}
+    assert [r["mode"] for r in result.runs] == ["a", "b", "c"]
+
+    in_turn = "(every round ran each mode in turn, starting at the next mode)"
+    assert in_turn not in markdown({**_document(), "repeat": 3})  # an older result: not said
+    assert in_turn in markdown({**_document(), "repeat": 3, "modes_in_turn": True})
+
+
 def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markdowns(tmp_path: Any) -> None:
     from pathlib import Path
 

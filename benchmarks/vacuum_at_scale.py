@@ -9,9 +9,9 @@ Run::
 
 For each size N: build the table (:mod:`benchmarks.synthetic_table`), take an S3 Inventory
 snapshot of its bucket and ingest it (timed apart from any vacuum), add the fresh files, check that
-Delta-Spark and delta-rs both read the table with the expected live files, then for each mode run
-a dry run and a real run, each on the table exactly as built (it is put back after every real
-run). Each run is timed and its S3 requests counted by operation; the candidate sets must be the
+Delta-Spark and delta-rs both read the table with the expected live files, then run rounds of
+a dry run and a real run of each mode, each on the table exactly as built (it is put back after
+every real run), the modes in turn within each round and each round starting at the next mode. Each run is timed and its S3 requests counted by operation; the candidate sets must be the
 expected garbage, identical across modes, and a real run must delete exactly that, or the
 benchmark stops with exit code 1. Results go to ``benchmarks/results/vacuum_at_scale.{json,md}``
 and two PNG plots; the Markdown table is printed.
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from benchmarks.costs import (
     DEFAULT_LATENCY_MS,
@@ -176,10 +176,22 @@ class SizeResult:
         }
 
 
-def _median_round(rounds: list[tuple[Phase, Any, Phase, Any]]) -> tuple[Phase, Any, Phase, Any]:
-    """The round (dry run, its result, real run, its result) whose real run took the median time
-    (of an even count, the lower middle one), with its own requests."""
-    ordered = sorted(rounds, key=lambda r: r[2].seconds)
+class Round(NamedTuple):
+    """One round of a mode: its dry run and real run (each with the command's own result, or
+    None), how many candidates the dry run named and how many files the real run deleted."""
+
+    plan: Phase
+    plan_run: Any
+    real: Phase
+    real_run: Any
+    candidates: int
+    deleted: int
+
+
+def _median_round(rounds: list[Round]) -> Round:
+    """The round whose real run took the median time (of an even count, the lower middle one),
+    with its own requests."""
+    ordered = sorted(rounds, key=lambda r: r.real.seconds)
     return ordered[(len(ordered) - 1) // 2]
 
 
@@ -377,47 +389,49 @@ class VacuumAtScale:
 
         return run
 
-    def measure(self, mode: Mode, table: SyntheticTable, repeat: int = 1) -> dict[str, Any]:
-        """``repeat`` dry runs and real runs of ``mode``, each on the table as built, every one
-        checked. Reported: the round whose real run took the median time (of an even count, the
-        lower middle one), its dry run and its real run, so that *delete* = real - plan is one
-        round's (one round is mostly noise and the JIT's warming at 100k files: back to back, the
-        same dry run took 10 to 21 s)."""
+    def measure_round(self, mode: Mode, table: SyntheticTable) -> Round:
+        """One dry run and one real run of ``mode`` on the table as built, both checked; the table is
+        restored after each."""
         expected = table.paths(*mode.finds)
         all_data = table.data_keys()
-        rounds: list[tuple[Phase, Any, Phase, Any]] = []
-        for _ in range(repeat):
-            plan, candidates, plan_run = self.run_mode(mode, table, dry_run=True)
-            self._check_candidates(mode, table, "dry run", candidates, expected)
-            changed = table.restore()
-            if changed["deleted"] or changed["rewritten"]:
-                raise BenchmarkFailure(f"the dry run of {mode.name} changed the table: {changed}")
-            real, planned, real_run = self.run_mode(mode, table, dry_run=False)
-            if mode.engine != "delta-sql":
-                self._check_candidates(mode, table, "real run", planned, expected)
-            gone = {k[len(table.root) + 1 :] for k in all_data - table.data_keys()}
-            if gone != expected:
-                raise BenchmarkFailure(
-                    f"the real run of {mode.name} on {table.uri} deleted {len(gone)} files, expected "
-                    f"{len(expected)}; {len(gone - expected)} not garbage (e.g. {sorted(gone - expected)[:2]}), "
-                    f"{len(expected - gone)} garbage left (e.g. {sorted(expected - gone)[:2]})"
-                )
-            table.restore()
-            rounds.append((plan, plan_run, real, real_run))
-        plan, plan_run, real, real_run = _median_round(rounds)
+        plan, candidates, plan_run = self.run_mode(mode, table, dry_run=True)
+        self._check_candidates(mode, table, "dry run", candidates, expected)
+        changed = table.restore()
+        if changed["deleted"] or changed["rewritten"]:
+            raise BenchmarkFailure(f"the dry run of {mode.name} changed the table: {changed}")
+        real, planned, real_run = self.run_mode(mode, table, dry_run=False)
+        if mode.engine != "delta-sql":
+            self._check_candidates(mode, table, "real run", planned, expected)
+        gone = {k[len(table.root) + 1 :] for k in all_data - table.data_keys()}
+        if gone != expected:
+            raise BenchmarkFailure(
+                f"the real run of {mode.name} on {table.uri} deleted {len(gone)} files, expected "
+                f"{len(expected)}; {len(gone - expected)} not garbage (e.g. {sorted(gone - expected)[:2]}), "
+                f"{len(expected - gone)} garbage left (e.g. {sorted(expected - gone)[:2]})"
+            )
+        table.restore()
+        return Round(plan, plan_run, real, real_run, len(candidates), len(gone))
+
+    def measure(self, mode: Mode, table: SyntheticTable, rounds: list[Round]) -> dict[str, Any]:
+        """``mode``'s result from its ``rounds`` (:meth:`measure_round`): the round whose real run
+        took the median time (of an even count, the lower middle one), its dry run and its real
+        run, so that *delete* = real - plan is one round's (one round is mostly noise and the JIT's
+        warming at 100k files: back to back, the same dry run took 10 to 21 s)."""
+        repeat = len(rounds)
+        plan, plan_run, real, real_run, candidates, gone = _median_round(rounds)
         plan_dict, real_dict = plan.to_dict(), real.to_dict()
         result = {
             "mode": mode.name,
             "label": mode.label,
             "engine": mode.engine,
-            "candidates": len(candidates),
-            "deleted_files": len(gone),
+            "candidates": candidates,
+            "deleted_files": gone,
             "plan": plan_dict,
             "run": real_dict,
             "delete": _difference(real_dict, plan_dict),
             "repeat": repeat,
-            "plan_seconds_each": [round(r[0].seconds, 3) for r in rounds],
-            "run_seconds_each": [round(r[2].seconds, 3) for r in rounds],
+            "plan_seconds_each": [round(r.plan.seconds, 3) for r in rounds],
+            "run_seconds_each": [round(r.real.seconds, 3) for r in rounds],
         }
         if mode.engine == "spark":  # read from Spark's event log when the session has ended
             result[EVENT_WINDOWS] = {"plan": plan.window_ms, "run": real.window_ms}
@@ -455,8 +469,15 @@ class VacuumAtScale:
         table, build_seconds, inventory = self.prepare(files, f"bench-lake-{files}")
         result = SizeResult(files, table.counts(), build_seconds, inventory)
         log.info("N=%d: built in %.1fs, inventory %s", files, build_seconds, inventory)
+        # the modes in turn in every round, each round starting at the next mode: a drift of this
+        # machine's speed during the rounds falls on every mode alike, not on the modes run last
+        rounds: dict[str, list[Round]] = {mode.name: [] for mode in self.modes}
+        for number in range(repeat):
+            start = number % len(self.modes)
+            for mode in self.modes[start:] + self.modes[:start]:
+                rounds[mode.name].append(self.measure_round(mode, table))
         for mode in self.modes:
-            result.runs.append(self.measure(mode, table, repeat))
+            result.runs.append(self.measure(mode, table, rounds[mode.name]))
         return result
 
     def warm_up(self) -> None:
@@ -656,8 +677,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--repeat",
         type=int,
         default=1,
-        help="rounds (a dry run, then a real run) of each mode at each size; the round of median real "
-        "time is reported, the lower middle one of an even count (default 1)",
+        help="rounds (a dry run, then a real run) of each mode at each size, the modes in turn; the "
+        "round of median real time is reported, the lower middle one of an even count (default 1)",
     )
     parser.add_argument("--no-warm-up", action="store_true", help="skip the unrecorded warm-up round")
     parser.add_argument(
@@ -766,6 +787,7 @@ def run(args: argparse.Namespace, server: BenchmarkS3Server, argv: list[str] | N
         "retention": "RETAIN 0 HOURS (retention check off) for every engine; see benchmarks/README.md",
         "latency_injected_ms": args.latency_ms if args.inject_latency else 0.0,
         "repeat": args.repeat,
+        "modes_in_turn": True,  # each round ran every mode, starting at the next one
         "listing": "moto's own" if args.moto_listing else "indexed (same answers as moto's)",
         "layout": {"partitions": PARTITION_DAYS * 24, "add_actions_per_commit": ADD_BATCH},
         "shares": Shares().__dict__,
