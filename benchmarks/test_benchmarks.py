@@ -225,9 +225,10 @@ def test_markdown_shows_ratios_to_both_references() -> None:
 
 
 def test_the_modes_run_in_turn_in_every_round_each_round_starting_at_the_next_mode() -> None:
-    """A drift of the machine's speed during a size's rounds must fall on every mode alike: the
-    modes in turn within a round, each round starting at the next one; each mode's result is made
-    from its own rounds only, and the Markdown says the rounds ran so only when they did."""
+    """A drift of the machine's speed during a size's rounds falls on the modes more evenly than on
+    the ones run last: the modes in turn within a round, each round starting at the next one; each
+    mode's result is made from its own rounds only, and the Markdown says the rounds ran so only
+    when they did."""
     from benchmarks.vacuum_at_scale import Mode, Round, VacuumAtScale
 
     modes = [Mode(name, name, "spark") for name in ("a", "b", "c")]
@@ -262,6 +263,43 @@ def test_the_modes_run_in_turn_in_every_round_each_round_starting_at_the_next_mo
     in_turn = "(every round ran each mode in turn, starting at the next mode)"
     assert in_turn not in markdown({**_document(), "repeat": 3})  # an older result: not said
     assert in_turn in markdown({**_document(), "repeat": 3, "modes_in_turn": True})
+
+
+def test_a_modes_result_is_its_round_of_median_real_time_every_figure_from_that_one_round() -> None:
+    """The reported round is the one whose real run took the median time (the lower middle one of
+    an even count); its dry run, the delete (real - plan), the command's own figures, the counts
+    and the event-log windows all come from that same round, and every round's times are kept."""
+    from types import SimpleNamespace
+
+    from benchmarks.vacuum_at_scale import EVENT_WINDOWS, Mode, Phase, Round, VacuumAtScale
+
+    model = LatencyModel(latency_seconds=0.02, slots=2)
+
+    def phase(seconds: float, lists: int, window: int) -> Phase:
+        counts = Counter({("log", "ListObjectsV2"): lists})
+        return Phase(seconds, counts, model, "spark", "inventory", (window, window + 1))
+
+    def round_(plan: float, real: float, tag: int) -> Round:
+        reported = SimpleNamespace(planned_files=tag, deleted_files=tag, delete_requests=tag, seconds=real)
+        return Round(phase(plan, tag, 10 * tag), SimpleNamespace(seconds=plan), phase(real, tag + 1, 10 * tag + 5),
+                     reported, tag, tag)  # fmt: skip
+
+    mode = Mode("inventory-batch", "inventory, --delete-with batch", "spark", "inventory", "batch")
+    table = SimpleNamespace(files=[None] * 3)
+    rounds = [round_(4.0, 9.0, 1), round_(1.0, 6.0, 2), round_(3.0, 7.0, 3), round_(2.0, 5.0, 4)]
+    result = VacuumAtScale.measure(None, mode, table, rounds)  # type: ignore[arg-type]
+    # real runs 9, 6, 7, 5 s: the lower middle of 5, 6, 7, 9 is 6 s, the second round
+    assert result["run"]["seconds"] == 6.0 and result["plan"]["seconds"] == 1.0
+    assert result["delete"]["seconds"] == 5.0
+    assert result["plan"]["table_requests"] == 2 and result["run"]["table_requests"] == 3
+    assert result["candidates"] == result["deleted_files"] == 2
+    assert result["reported"] == {
+        "planned_files": 2, "deleted_files": 2, "delete_requests": 2, "seconds": 6.0, "plan_seconds": 1.0,
+    }  # fmt: skip
+    assert result[EVENT_WINDOWS] == {"plan": (20, 21), "run": (25, 26)}
+    assert result["plan_seconds_each"] == [4.0, 1.0, 3.0, 2.0]
+    assert result["run_seconds_each"] == [9.0, 6.0, 7.0, 5.0]
+    assert result["repeat"] == 4
 
 
 def test_a_run_of_ours_is_broken_down_by_step_from_the_event_log_into_both_markdowns(tmp_path: Any) -> None:

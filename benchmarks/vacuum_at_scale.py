@@ -11,7 +11,8 @@ For each size N: build the table (:mod:`benchmarks.synthetic_table`), take an S3
 snapshot of its bucket and ingest it (timed apart from any vacuum), add the fresh files, check that
 Delta-Spark and delta-rs both read the table with the expected live files, then run rounds of
 a dry run and a real run of each mode, each on the table exactly as built (it is put back after
-every real run), the modes in turn within each round and each round starting at the next mode. Each run is timed and its S3 requests counted by operation; the candidate sets must be the
+every real run), the modes in turn within each round and each round starting at the next mode.
+Each run is timed and its S3 requests counted by operation; the candidate sets must be the
 expected garbage, identical across modes, and a real run must delete exactly that, or the
 benchmark stops with exit code 1. Results go to ``benchmarks/results/vacuum_at_scale.{json,md}``
 and two PNG plots; the Markdown table is printed.
@@ -470,7 +471,7 @@ class VacuumAtScale:
         result = SizeResult(files, table.counts(), build_seconds, inventory)
         log.info("N=%d: built in %.1fs, inventory %s", files, build_seconds, inventory)
         # the modes in turn in every round, each round starting at the next mode: a drift of this
-        # machine's speed during the rounds falls on every mode alike, not on the modes run last
+        # machine's speed during the rounds falls on the modes more evenly than on the ones run last
         rounds: dict[str, list[Round]] = {mode.name: [] for mode in self.modes}
         for number in range(repeat):
             start = number % len(self.modes)
