@@ -542,6 +542,53 @@ def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
     assert coverage_counts(live, listed, 10, table) == (0, 0)  # none older than the inventory
 
 
+def test_the_slice_counts_count_each_live_file_once_and_each_slice_object_by_the_needed_files(spark):
+    """The coverage counts live files older than the inventory, each once however often the slice
+    lists its path; the unneeded objects are the slice's objects (each of them, duplicates too)
+    whose path no needed file has: not a live file, a tombstone removed at or after the cut-off,
+    nor the deletion vector's file of one (a vector's file that two files share is one path
+    needed twice)."""
+    from vacuum.plan import slice_counts
+
+    table = state("s3a://lake/w/events")
+    taken_at, cut_off = 10, 50
+    live = spark.createDataFrame(
+        [
+            ("a.parquet", 1, 5, None, False, "dv-shared.bin", False),  # listed twice
+            ("b.parquet", 1, 5, None, False, "dv-shared.bin", False),  # shares a's vector's file
+            ("c.parquet", 1, 20, None, False, None, False),  # younger than the inventory
+            ("d.parquet", 1, 5, None, False, None, False),  # older, not listed
+            ("s3://source/x/e.parquet", 1, 5, None, False, None, False),  # outside the table
+            ("t-new.parquet", None, None, 100, True, None, False),  # removed after the cut-off
+            ("t-old.parquet", None, None, 10, True, None, False),  # removed before it
+        ],
+        "path string, size long, modificationTime long, deletionTimestamp long, tombstone boolean, "
+        "deletionVectorPath string, deletionVectorVacuumFails boolean",
+    )
+    listed = ["a.parquet", "a.parquet", "b.parquet", "c.parquet", "dv-shared.bin", "t-new.parquet"]
+    unneeded = ["t-old.parquet", "junk.parquet", "junk.parquet"]
+    slice_frame = spark.createDataFrame([(path,) for path in listed + unneeded], "relative_path string")
+    classified = spark.createDataFrame(
+        [("x/", "folder_marker", None)], "relative_path string, kept_reason string, nested_root string"
+    )
+    counts = slice_counts(classified, slice_frame, live, taken_at, table, cut_off)
+    assert (counts.eligible, counts.covered) == (3, 2)  # a, b and d; a and b listed
+    assert counts.unneeded == 3 and not counts.delta_names_nothing
+    assert counts.kept == {("folder_marker", None): 1}
+    assert counts.needed_in_other_forms == 1  # the file logged by its absolute URI
+
+    # every object needed (Delta could still name the file logged in another form)
+    only_needed = spark.createDataFrame([(path,) for path in listed], "relative_path string")
+    counts = slice_counts(classified, only_needed, live, taken_at, table, cut_off)
+    assert counts.unneeded == 0 and not counts.delta_names_nothing
+    # with the cut-off past the old tombstone's removal, it is needed too
+    assert slice_counts(classified, slice_frame, live, taken_at, table, 10).unneeded == 2
+    # an empty slice: nothing listed, nothing unneeded
+    empty = spark.createDataFrame([], "relative_path string")
+    counts = slice_counts(classified, empty, live, taken_at, table, cut_off)
+    assert (counts.eligible, counts.covered, counts.unneeded) == (3, 0, 0)
+
+
 def test_a_retention_text_is_parsed_by_one_spark_job_per_process(spark):
     """A run's tables nearly all say Delta's default week: the parser's job runs for the first,
     and the others get its answer; a refused text is asked again, never remembered."""
