@@ -547,7 +547,8 @@ def test_the_slice_counts_count_each_live_file_once_and_each_slice_object_by_the
     lists its path; the unneeded objects are the slice's objects (each of them, duplicates too)
     whose path no needed file has: not a live file, a tombstone removed at or after the cut-off,
     nor the deletion vector's file of one (a vector's file that two files share is one path
-    needed twice)."""
+    needed twice). A needed file logged in another form than the plain relative one, or with a
+    vector Delta's VACUUM fails on, is counted apart."""
     from vacuum.plan import slice_counts
 
     table = state("s3a://lake/w/events")
@@ -559,34 +560,49 @@ def test_the_slice_counts_count_each_live_file_once_and_each_slice_object_by_the
             ("c.parquet", 1, 20, None, False, None, False),  # younger than the inventory
             ("d.parquet", 1, 5, None, False, None, False),  # older, not listed
             ("s3://source/x/e.parquet", 1, 5, None, False, None, False),  # outside the table
+            ("s3a://lake/w/events/f.parquet", 1, 5, None, False, None, False),  # inside, by its URI
+            ("g.parquet", 1, 5, None, False, "dv-g.bin", True),  # a vector Delta's VACUUM fails on
             ("t-new.parquet", None, None, 100, True, None, False),  # removed after the cut-off
-            ("t-old.parquet", None, None, 10, True, None, False),  # removed before it
+            ("t-aged.parquet", None, 5, 100, True, None, False),  # a tombstone is never eligible
+            ("s3a://lake/w/events/t-old.parquet", None, None, 10, True, None, False),  # removed before it
         ],
         "path string, size long, modificationTime long, deletionTimestamp long, tombstone boolean, "
         "deletionVectorPath string, deletionVectorVacuumFails boolean",
     )
-    listed = ["a.parquet", "a.parquet", "b.parquet", "c.parquet", "dv-shared.bin", "t-new.parquet"]
+    listed = [
+        "a.parquet",
+        "a.parquet",
+        "b.parquet",
+        "c.parquet",
+        "f.parquet",
+        "dv-shared.bin",
+        "t-new.parquet",
+    ]
     unneeded = ["t-old.parquet", "junk.parquet", "junk.parquet"]
     slice_frame = spark.createDataFrame([(path,) for path in listed + unneeded], "relative_path string")
     classified = spark.createDataFrame(
         [("x/", "folder_marker", None)], "relative_path string, kept_reason string, nested_root string"
     )
     counts = slice_counts(classified, slice_frame, live, taken_at, table, cut_off)
-    assert (counts.eligible, counts.covered) == (3, 2)  # a, b and d; a and b listed
+    assert (counts.eligible, counts.covered) == (5, 3)  # a, b, d, f and g; a, b and f listed
     assert counts.unneeded == 3 and not counts.delta_names_nothing
     assert counts.kept == {("folder_marker", None): 1}
-    assert counts.needed_in_other_forms == 1  # the file logged by its absolute URI
+    # e and f logged by their URIs, g's vector; t-old is no longer needed, whatever its form
+    assert (counts.needed_in_other_forms, counts.vectors_vacuum_fails_on) == (3, 1)
 
-    # every object needed (Delta could still name the file logged in another form)
+    # every object needed, but Delta compares f's path as its log holds it: it could name f's
+    # object, so its dry run still runs
     only_needed = spark.createDataFrame([(path,) for path in listed], "relative_path string")
     counts = slice_counts(classified, only_needed, live, taken_at, table, cut_off)
     assert counts.unneeded == 0 and not counts.delta_names_nothing
-    # with the cut-off past the old tombstone's removal, it is needed too
-    assert slice_counts(classified, slice_frame, live, taken_at, table, 10).unneeded == 2
+    # a cut-off at the old tombstone's removal: removed at the cut-off, it is needed too (>=),
+    # and logged by its URI, another form
+    counts = slice_counts(classified, slice_frame, live, taken_at, table, 10)
+    assert (counts.unneeded, counts.needed_in_other_forms) == (2, 4)
     # an empty slice: nothing listed, nothing unneeded
     empty = spark.createDataFrame([], "relative_path string")
     counts = slice_counts(classified, empty, live, taken_at, table, cut_off)
-    assert (counts.eligible, counts.covered, counts.unneeded) == (3, 0, 0)
+    assert (counts.eligible, counts.covered, counts.unneeded) == (5, 0, 0)
 
 
 def test_a_retention_text_is_parsed_by_one_spark_job_per_process(spark):
