@@ -507,9 +507,10 @@ def where_the_time_goes(
     event_log: dict[str, Any], window_ms: tuple[int, int], seconds: float
 ) -> dict[str, Any]:
     """One timed run of ours (its window, epoch ms, and its local wall ``seconds``), from the event
-    log as ``benchmarks.one_table.read_event_log`` read it (once for every run): the Spark jobs submitted in the window, the union of their intervals (cut
-    to the window), the rest of ``seconds`` (outside any job: the driver's work between and around
-    them, which the event log does not break down), and the jobs' seconds by step. A job of the
+    log as ``benchmarks.one_table.read_event_log`` read it (once for every run): the Spark jobs
+    submitted in the window, the union of their intervals (cut to the window), the rest of
+    ``seconds`` (outside any job: the driver's work between and around them, which the event log
+    does not break down), and the jobs' seconds by step. A job of the
     table's own group (``vacuum <table>``) is named by its step, another by its group too (the
     run's figures read beside the table's jobs; a job of no group). A window with no job, or with a
     job that never ended, is a log the breakdown cannot trust: :class:`BenchmarkFailure` (the
