@@ -73,6 +73,15 @@ S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 # (benchmarks/results/one_table.md and one-table-100k/: 1.30x and 1.29x slower with C2), while a
 # run of many tables gets it back (docs/performance.md).
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
+# With C1 only, the JVM reserves 48 MB for compiled code instead of the 240 MB it reserves with both
+# compilers. One table's real run at 30,000 files fills it (49,047 of 49,152 KB at its peak, with
+# -XX:+PrintCodeCache): the JVM then throws compiled code away to compile it again (34.3 and 28.6 s
+# against 27.7 and 25.4 s with 240 MB, docs/performance.md), and a full cache stops its compilers
+# and fails the next call that needs a new method handle adapter ("Out of space in CodeCache for
+# method handle intrinsic": a table's vacuum failed so when compiling sooner filled it). So a
+# C1-only JVM gets the size the JVM reserves with both compilers, unless the user's options set one.
+QUICK_JIT_CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=240m"
+_CODE_CACHE_CHOICE = re.compile(r"-XX:ReservedCodeCacheSize=|-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S")
 # 1: every local JVM the tool starts on the cached jars gets the C1-only option; 0: none does;
 # unset: the command says (only a one-table vacuum is short)
 QUICK_JIT_VARIABLE = "INVENTORY_VACUUM_QUICK_JIT"
@@ -111,10 +120,15 @@ PACKAGE_ZIP = "inventory_vacuum.zip"
 _IN_PROCESS_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
 
-def quick_jit_options(short_run: bool) -> list[str]:
-    """The JVM options for a run that ``short_run`` says is short (:data:`QUICK_JIT_OPTION`), or
-    none; :data:`QUICK_JIT_VARIABLE` (``0`` or ``1``) overrides the guess either way. They count
-    only where :func:`build_spark_session` starts a local JVM of its own."""
+def quick_jit_options(
+    short_run: bool, conf: Mapping[str, str] | None = None, own: Sequence[str] = ()
+) -> list[str]:
+    """The JVM options for a run that ``short_run`` says is short (:data:`QUICK_JIT_OPTION`, and
+    :data:`QUICK_JIT_CODE_CACHE_OPTION` unless the caller's Java options ``own``, ``conf``'s driver
+    settings or an environment variable the JVM or PySpark's launcher reads already set the code
+    cache's size, or name a file of options, which may), or none; :data:`QUICK_JIT_VARIABLE`
+    (``0`` or ``1``) overrides the guess either way. They count only where
+    :func:`build_spark_session` starts a local JVM of its own."""
     chosen = os.environ.get(QUICK_JIT_VARIABLE, "").strip()
     if chosen not in ("", "0", "1"):
         raise ConfigError(
@@ -122,7 +136,18 @@ def quick_jit_options(short_run: bool) -> list[str]:
         )
     if chosen:
         short_run = chosen == "1"
-    return [QUICK_JIT_OPTION] if short_run else []
+    if not short_run:
+        return []
+    if any(_CODE_CACHE_CHOICE.search(text) for text in _given_java_options(conf, own)):
+        return [QUICK_JIT_OPTION]
+    return [QUICK_JIT_OPTION, QUICK_JIT_CODE_CACHE_OPTION]
+
+
+def _given_java_options(conf: Mapping[str, str] | None, own: Sequence[str]) -> list[str]:
+    """The Java options a JVM the tool starts gets from elsewhere: the caller's (``own``), the
+    driver settings of ``conf`` and the environment variables the JVM or Spark's launcher reads."""
+    given = [*own, *(os.environ.get(name, "") for name in _JAVA_OPTION_VARIABLES)]
+    return given + [value for key, value in (conf or {}).items() if key.startswith("spark.driver.")]
 
 
 def collector_options(
@@ -136,9 +161,7 @@ def collector_options(
     its own."""
     if short_run:
         return []
-    given = [*own, *(os.environ.get(name, "") for name in _JAVA_OPTION_VARIABLES)]
-    given += [value for key, value in (conf or {}).items() if key.startswith("spark.driver.")]
-    if any(_COLLECTOR_CHOICE.search(text) for text in given):
+    if any(_COLLECTOR_CHOICE.search(text) for text in _given_java_options(conf, own)):
         return []
     return [THROUGHPUT_GC_OPTION]
 
@@ -289,7 +312,7 @@ def build_spark_session(
 
         spark = build_spark_session("ingest", {"spark.sql.shuffle.partitions": "8"})
     """
-    quick_jit = quick_jit_options(short_run)  # a bad setting fails before anything starts
+    quick_jit = quick_jit_options(short_run, extra_conf, java_options)  # a bad setting fails here
     collector = collector_options(short_run, extra_conf, java_options)
     builder = SparkSession.builder.appName(app_name)
     defaults = {
@@ -393,7 +416,7 @@ def build_spark_session(
             )
         raise
     if starting and spark._jvm is not None:
-        # two facts of the JVM's own options (not all of them: a user's may hold a secret)
+        # a few facts of the JVM's own options (not all of them: a user's may hold a secret)
         started_with = [
             str(o)
             for o in spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
@@ -401,11 +424,14 @@ def build_spark_session(
         archive = next(
             (o.split("=", 1)[1] for o in started_with if o.startswith("-XX:SharedArchiveFile=")), None
         )
+        code_cache = [o for o in started_with if o.startswith("-XX:ReservedCodeCacheSize=")]
         log.info(
-            "the JVM started %s, %s and %s",
+            "the JVM started %s, %s, %s and %s",
             f"with {QUICK_JIT_OPTION} (C1 only)"
             if QUICK_JIT_OPTION in started_with
             else "without the C1-only option",
+            # the JVM takes the last of several
+            f"with {code_cache[-1]}" if code_cache else "with the JVM's own code cache size",
             f"with {THROUGHPUT_GC_OPTION}"
             if THROUGHPUT_GC_OPTION in started_with
             else "without the parallel collector option",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.session import QUICK_JIT_OPTION, THROUGHPUT_GC_OPTION
+from core.session import QUICK_JIT_CODE_CACHE_OPTION, QUICK_JIT_OPTION, THROUGHPUT_GC_OPTION
 from jobs.cli import build_parser
 from jobs.commands import COMMANDS
 from jobs.output.units import money
@@ -133,12 +133,15 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
     # one table's vacuum is a short-lived JVM: it compiles with C1 only and keeps the JVM's
     # collector (the JVM's own options); two tables' is not, and gets the parallel collector
     c1_and_archive = (
-        f"started with {QUICK_JIT_OPTION} (C1 only), without the parallel collector option"
-        f" and the class-data archive {archive}"
+        f"started with {QUICK_JIT_OPTION} (C1 only), with {QUICK_JIT_CODE_CACHE_OPTION},"
+        f" without the parallel collector option and the class-data archive {archive}"
     )
     assert c1_and_archive in warm, warm[-3000:]
     two = vacuum_start(tmp_path / "two.log", tables=2)
-    long_run = f"started without the C1-only option, with {THROUGHPUT_GC_OPTION} and the class-data archive {archive}"
+    long_run = (
+        f"started without the C1-only option, with the JVM's own code cache size, with {THROUGHPUT_GC_OPTION}"
+        f" and the class-data archive {archive}"
+    )
     assert long_run in two, two[-3000:]
     # a warm local session loads the jars where Ivy keeps them, after Spark's own on the JVM's
     # class path: none is copied into Spark's temporary folder (about 750 MB a start), a library
@@ -182,6 +185,9 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
     # another job keeps the JVM's own compilers (a long run gets C2's code back), and runs the
     # parallel collector, with the archive's classes still mapped (checked above)
     assert QUICK_JIT_OPTION not in session["options"], session["options"]
+    assert not [o for o in session["options"] if o.startswith("-XX:ReservedCodeCacheSize=")], session[
+        "options"
+    ]
     assert THROUGHPUT_GC_OPTION in session["options"], session["options"]
     document = json.loads(kept.read_text())
     document["jars"][0]["size"] += 1  # as if the jar had been downloaded again since
@@ -264,16 +270,50 @@ def test_the_quick_jit_follows_the_command_unless_the_environment_says_otherwise
     from core import session
     from core.errors import ConfigError
 
+    quick = [QUICK_JIT_OPTION, QUICK_JIT_CODE_CACHE_OPTION]
+    for name in session._JAVA_OPTION_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv(session.QUICK_JIT_VARIABLE, raising=False)
-    assert session.quick_jit_options(True) == [QUICK_JIT_OPTION]
+    assert session.quick_jit_options(True) == quick
     assert session.quick_jit_options(False) == []
     monkeypatch.setenv(session.QUICK_JIT_VARIABLE, "0")
     assert session.quick_jit_options(True) == []
     monkeypatch.setenv(session.QUICK_JIT_VARIABLE, "1")
-    assert session.quick_jit_options(False) == [QUICK_JIT_OPTION]
+    assert session.quick_jit_options(False) == quick
     monkeypatch.setenv(session.QUICK_JIT_VARIABLE, "yes")
     with pytest.raises(ConfigError, match="INVENTORY_VACUUM_QUICK_JIT='yes': give 1"):
         session.quick_jit_options(True)
+
+
+@pytest.mark.spark_independent
+def test_a_c1_only_jvm_gets_the_code_cache_of_both_compilers_unless_the_user_sets_one(monkeypatch):
+    """C1 only, the JVM reserves 48 MB for compiled code, which one table's real run filled; the
+    tool gives it the 240 MB it reserves with both compilers, but never over a size the user's
+    options set (JAVA_TOOL_OPTIONS and JDK_JAVA_OPTIONS come before the tool's on the JVM's command
+    line, and would lose to them) or a file of options that may set one."""
+    from core import session
+
+    for name in session._JAVA_OPTION_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(session.QUICK_JIT_VARIABLE, raising=False)
+    assert session.quick_jit_options(True) == [QUICK_JIT_OPTION, QUICK_JIT_CODE_CACHE_OPTION]
+    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS"):
+        monkeypatch.setenv(name, "-Xss4m -XX:ReservedCodeCacheSize=96m")
+        assert session.quick_jit_options(True) == [QUICK_JIT_OPTION], name
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("JDK_JAVA_OPTIONS", "@/etc/jvm.args")
+    assert session.quick_jit_options(True) == [QUICK_JIT_OPTION]
+    monkeypatch.delenv("JDK_JAVA_OPTIONS")
+    conf = {"spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=64m"}
+    assert session.quick_jit_options(True, conf) == [QUICK_JIT_OPTION]
+    assert session.quick_jit_options(True, own=["-XX:VMOptionsFile=/etc/jvm.opts"]) == [QUICK_JIT_OPTION]
+    # other options, and other settings of Spark's, leave it in
+    other = {"spark.executor.extraJavaOptions": "-XX:ReservedCodeCacheSize=64m"}
+    assert session.quick_jit_options(True, other, ["-Xss4m"]) == [
+        QUICK_JIT_OPTION,
+        QUICK_JIT_CODE_CACHE_OPTION,
+    ]
+    assert session.quick_jit_options(False, conf) == []
 
 
 @pytest.mark.spark_independent
