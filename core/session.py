@@ -73,15 +73,18 @@ S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 # (benchmarks/results/one_table.md and one-table-100k/: 1.30x and 1.29x slower with C2), while a
 # run of many tables gets it back (docs/performance.md).
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
-# With C1 only, the JVM reserves 48 MB for compiled code instead of the 240 MB it reserves with both
-# compilers. One table's real run at 30,000 files fills it (49,047 of 49,152 KB at its peak, with
-# -XX:+PrintCodeCache): the JVM then throws compiled code away to compile it again (34.3 and 28.6 s
+# With C1 only, Java 17 and 25 reserve 48 MB (49,152 KB) for compiled code instead of the 240 MB
+# they reserve with both compilers. One table's real run at 30,000 files reached its end (49,047 KB at
+# its peak, with -XX:+PrintCodeCache): the JVM then threw compiled code away (34.3 and 28.6 s
 # against 27.7 and 25.4 s with 240 MB, docs/performance.md), and a full cache stops its compilers
 # and fails the next call that needs a new method handle adapter ("Out of space in CodeCache for
 # method handle intrinsic": a table's vacuum failed so when compiling sooner filled it). So a
-# C1-only JVM gets the size the JVM reserves with both compilers, unless the user's options set one.
+# C1-only JVM gets the size the JVM reserves with both compilers, unless the user's options set one
+# (-Xmaxjitcodesize is the JVM's other name for it).
 QUICK_JIT_CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=240m"
-_CODE_CACHE_CHOICE = re.compile(r"-XX:ReservedCodeCacheSize=|-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S")
+_CODE_CACHE_CHOICE = re.compile(
+    r"-XX:ReservedCodeCacheSize=|-Xmaxjitcodesize|-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S"
+)
 # 1: every local JVM the tool starts on the cached jars gets the C1-only option; 0: none does;
 # unset: the command says (only a one-table vacuum is short)
 QUICK_JIT_VARIABLE = "INVENTORY_VACUUM_QUICK_JIT"
@@ -424,14 +427,13 @@ def build_spark_session(
         archive = next(
             (o.split("=", 1)[1] for o in started_with if o.startswith("-XX:SharedArchiveFile=")), None
         )
-        code_cache = [o for o in started_with if o.startswith("-XX:ReservedCodeCacheSize=")]
+        code_cache = _vm_option(spark, "ReservedCodeCacheSize")
         log.info(
             "the JVM started %s, %s, %s and %s",
             f"with {QUICK_JIT_OPTION} (C1 only)"
             if QUICK_JIT_OPTION in started_with
             else "without the C1-only option",
-            # the JVM takes the last of several
-            f"with {code_cache[-1]}" if code_cache else "with the JVM's own code cache size",
+            f"a code cache of {int(code_cache) // 2**20} MB" if code_cache else "an unknown code cache size",
             f"with {THROUGHPUT_GC_OPTION}"
             if THROUGHPUT_GC_OPTION in started_with
             else "without the parallel collector option",
@@ -531,6 +533,19 @@ def interpreted_while(spark: SparkSession, small: bool) -> Iterator[bool]:
     (whole_stage, off), (factory, interpreted) = INTERPRETED
     with session_default(spark, whole_stage, off), session_default(spark, factory, interpreted):
         yield True
+
+
+def _vm_option(spark: SparkSession, name: str) -> str | None:
+    """The value the running JVM has for its option ``name`` (whichever of the JVM's sources set
+    it, or its default), or None where the JVM does not say (not HotSpot)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    try:
+        bean_class = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+        bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean_class)
+        return str(bean.getVMOption(name).getValue())
+    except Exception:  # py4j's error for a JVM without the bean or the option: the log says so
+        return None
 
 
 def _jvm_log_tail() -> str:

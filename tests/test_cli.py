@@ -130,16 +130,17 @@ def test_a_warm_machine_starts_spark_without_ivy_and_the_terminal_shows_only_ans
 
     warm = vacuum_start(tmp_path / "warm.log")
     assert ":: resolution report ::" not in warm
-    # one table's vacuum is a short-lived JVM: it compiles with C1 only and keeps the JVM's
-    # collector (the JVM's own options); two tables' is not, and gets the parallel collector
+    # one table's vacuum is a short-lived JVM: it compiles with C1 only, with the code cache the
+    # JVM reserves with both compilers (48 MB C1 only), and keeps the JVM's collector (the JVM's
+    # own options); two tables' is not, and gets the parallel collector
     c1_and_archive = (
-        f"started with {QUICK_JIT_OPTION} (C1 only), with {QUICK_JIT_CODE_CACHE_OPTION},"
+        f"started with {QUICK_JIT_OPTION} (C1 only), a code cache of 240 MB,"
         f" without the parallel collector option and the class-data archive {archive}"
     )
     assert c1_and_archive in warm, warm[-3000:]
     two = vacuum_start(tmp_path / "two.log", tables=2)
     long_run = (
-        f"started without the C1-only option, with the JVM's own code cache size, with {THROUGHPUT_GC_OPTION}"
+        f"started without the C1-only option, a code cache of 240 MB, with {THROUGHPUT_GC_OPTION}"
         f" and the class-data archive {archive}"
     )
     assert long_run in two, two[-3000:]
@@ -232,6 +233,9 @@ def test_a_long_run_gets_the_parallel_collector_unless_a_collector_is_already_ch
         "-Xss4m @/etc/jvm.args",
     ):
         assert session.collector_options(False, own=[options]) == [], options
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xmaxjitcodesize96m")  # the JVM's other name for it
+    assert session.quick_jit_options(True) == [QUICK_JIT_OPTION]
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS")
     monkeypatch.setenv("JDK_JAVA_OPTIONS", "@/etc/jvm.args")
     assert session.collector_options(False) == []
     monkeypatch.delenv("JDK_JAVA_OPTIONS")
