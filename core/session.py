@@ -68,9 +68,9 @@ _FIRST_DELTA_WITH_SPARK_SUFFIX = (4, 1)
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 # The JVM's first compiler only (C1), not its optimising one (C2): a JVM that lives for one table's
-# vacuum (15 to 25 s on 2 cores from 3,000 to 100,000 files) spends more CPU compiling with C2, and
+# vacuum (15 to 27 s on 2 cores from 3,000 to 100,000 files) spends more CPU compiling with C2, and
 # running C1's profiling code meanwhile, than the optimised code gives back before it exits
-# (benchmarks/results/one_table.md and one-table-100k/: 1.30x and 1.29x slower with C2), while a
+# (benchmarks/results/one_table.md and one-table-100k/: 1.30x and 1.25x slower with C2), while a
 # run of many tables gets it back (docs/performance.md).
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 # With C1 only, Java 17 and 25 reserve 48 MB (49,152 KB) for compiled code instead of the 240 MB
