@@ -68,22 +68,24 @@ _FIRST_DELTA_WITH_SPARK_SUFFIX = (4, 1)
 S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 # The JVM's first compiler only (C1), not its optimising one (C2): a JVM that lives for one table's
-# vacuum (15 to 27 s on 2 cores from 3,000 to 100,000 files) spends more CPU compiling with C2, and
-# running C1's profiling code meanwhile, than the optimised code gives back before it exits
-# (benchmarks/results/one_table.md and one-table-100k/: 1.30x and 1.25x slower with C2), while a
-# run of many tables gets it back (docs/performance.md).
+# vacuum (its dry run 15 to 27 s on 2 cores from 3,000 to 100,000 files) spends more CPU compiling
+# with C2, and running C1's profiling code meanwhile, than the optimised code gives back before it
+# exits (benchmarks/results/one_table.md and one-table-100k/: 1.30x and 1.25x slower with C2), while
+# a run of many tables gets it back (docs/performance.md).
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 # With C1 only, Java 17 and 25 reserve 48 MB (49,152 KB) for compiled code instead of the 240 MB
-# they reserve with both compilers. One table's real run at 30,000 files reached its end (49,047 KB at
-# its peak, with -XX:+PrintCodeCache): the JVM then threw compiled code away (34.3 and 28.6 s
-# against 27.7 and 25.4 s with 240 MB, docs/performance.md), and a full cache stops its compilers
-# and fails the next call that needs a new method handle adapter ("Out of space in CodeCache for
-# method handle intrinsic": a table's vacuum failed so when compiling sooner filled it). So a
-# C1-only JVM gets the size the JVM reserves with both compilers, unless the user's options set one
-# (-Xmaxjitcodesize is the JVM's other name for it).
+# they reserve with both compilers. On Java 17, one table's real run at 30,000 files took its code to
+# 48,414 to 49,047 KB in three runs (-XX:+PrintCodeCache), and the JVM threw compiled code away near
+# the end of the cache: two such runs took 34.3 and 28.6 s against 27.7 and 25.4 s with 240 MB, in
+# turn (the third 27.4 s; docs/performance.md). A full cache stops the compilers and fails the next
+# call that needs a new method handle adapter ("Out of space in CodeCache for method handle
+# intrinsic": a table's vacuum failed so when compiling sooner filled it). So a C1-only JVM gets the
+# size the JVM reserves with both compilers, unless the user's options set one (-Xmaxjitcodesize is
+# the JVM's other name for it) or the sizes of its heaps, which must add up to it.
 QUICK_JIT_CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=240m"
 _CODE_CACHE_CHOICE = re.compile(
-    r"-XX:ReservedCodeCacheSize=|-Xmaxjitcodesize|-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S"
+    r"-XX:(?:ReservedCodeCacheSize|NonNMethodCodeHeapSize|ProfiledCodeHeapSize|NonProfiledCodeHeapSize)="
+    r"|-Xmaxjitcodesize|-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S"
 )
 # 1: every local JVM the tool starts on the cached jars gets the C1-only option; 0: none does;
 # unset: the command says (only a one-table vacuum is short)
@@ -427,13 +429,15 @@ def build_spark_session(
         archive = next(
             (o.split("=", 1)[1] for o in started_with if o.startswith("-XX:SharedArchiveFile=")), None
         )
-        code_cache = _vm_option(spark, "ReservedCodeCacheSize")
+        code_cache = _vm_option_number(spark, "ReservedCodeCacheSize")
         log.info(
             "the JVM started %s, %s, %s and %s",
             f"with {QUICK_JIT_OPTION} (C1 only)"
             if QUICK_JIT_OPTION in started_with
             else "without the C1-only option",
-            f"a code cache of {int(code_cache) // 2**20} MB" if code_cache else "an unknown code cache size",
+            f"with a code cache of {_bytes_text(code_cache)}"
+            if code_cache
+            else "with an unknown code cache size",
             f"with {THROUGHPUT_GC_OPTION}"
             if THROUGHPUT_GC_OPTION in started_with
             else "without the parallel collector option",
@@ -535,17 +539,22 @@ def interpreted_while(spark: SparkSession, small: bool) -> Iterator[bool]:
         yield True
 
 
-def _vm_option(spark: SparkSession, name: str) -> str | None:
-    """The value the running JVM has for its option ``name`` (whichever of the JVM's sources set
-    it, or its default), or None where the JVM does not say (not HotSpot)."""
+def _vm_option_number(spark: SparkSession, name: str) -> int | None:
+    """The number the running JVM has for its option ``name`` (whichever of the JVM's sources set
+    it, or its default), or None where the JVM does not say (not HotSpot) or says no number."""
     jvm = spark._jvm
     assert jvm is not None
     try:
         bean_class = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
         bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean_class)
-        return str(bean.getVMOption(name).getValue())
-    except Exception:  # py4j's error for a JVM without the bean or the option: the log says so
+        return int(str(bean.getVMOption(name).getValue()))
+    except Exception:  # py4j's error for a JVM without the bean or the option, or not a number
         return None
+
+
+def _bytes_text(size: int) -> str:
+    """``size`` in MB where it is whole MB (MiB, as the JVM counts them), else in KB."""
+    return f"{size // 2**20:,} MB" if size % 2**20 == 0 else f"{size / 2**10:,.0f} KB"
 
 
 def _jvm_log_tail() -> str:
