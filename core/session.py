@@ -81,7 +81,8 @@ QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 # call that needs a new method handle adapter ("Out of space in CodeCache for method handle
 # intrinsic": a table's vacuum failed so when compiling sooner filled it). So a C1-only JVM gets the
 # size the JVM reserves with both compilers, unless the user's options set one (-Xmaxjitcodesize is
-# the JVM's other name for it) or the sizes of its heaps, which must add up to it.
+# the JVM's other name for it) or the sizes of its heaps (with -XX:+SegmentedCodeCache): beside the
+# tool's size, the JVM refused to start with three that do not add up to it, and Java 25 with some pairs.
 QUICK_JIT_CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=240m"
 _CODE_CACHE_CHOICE = re.compile(
     r"-XX:(?:ReservedCodeCacheSize|NonNMethodCodeHeapSize|ProfiledCodeHeapSize|NonProfiledCodeHeapSize)="

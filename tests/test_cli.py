@@ -307,10 +307,11 @@ def test_a_c1_only_jvm_gets_the_code_cache_of_both_compilers_unless_the_user_set
     monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xmaxjitcodesize96m")  # the JVM's other name for it
     assert session.quick_jit_options(True) == [QUICK_JIT_OPTION]
     monkeypatch.delenv("JAVA_TOOL_OPTIONS")
-    # the sizes of the cache's three heaps: the JVM refuses to start when they do not add up to
-    # the reserved size, as they would not with the tool's beside them
+    # the sizes of the cache's heaps: beside the tool's size, the JVM refused to start with three
+    # that do not add up to it, and Java 25 with the pair of the non-method and non-profiled heaps
     heaps = "-XX:+SegmentedCodeCache -XX:NonNMethodCodeHeapSize=8m -XX:ProfiledCodeHeapSize=0m"
     for option in (
+        "-XX:+SegmentedCodeCache -XX:NonNMethodCodeHeapSize=8m -XX:NonProfiledCodeHeapSize=40m",
         f"{heaps} -XX:NonProfiledCodeHeapSize=40m",
         "-XX:ProfiledCodeHeapSize=0m",
         "-XX:NonNMethodCodeHeapSize=8m",
