@@ -84,9 +84,12 @@ QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 # the JVM's other name for it) or the sizes of its heaps (with -XX:+SegmentedCodeCache): beside the
 # tool's size, the JVM refused to start with three that do not add up to it, and Java 25 with some pairs.
 QUICK_JIT_CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=240m"
+# options the JVM reads from a file, which may set anything the tool would: -XX:Flags=,
+# -XX:VMOptionsFile= and an @argfile of JDK_JAVA_OPTIONS
+_OPTIONS_FROM_A_FILE = r"-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S"
 _CODE_CACHE_CHOICE = re.compile(
     r"-XX:(?:ReservedCodeCacheSize|NonNMethodCodeHeapSize|ProfiledCodeHeapSize|NonProfiledCodeHeapSize)="
-    r"|-Xmaxjitcodesize|-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S"
+    rf"|-Xmaxjitcodesize|{_OPTIONS_FROM_A_FILE}"
 )
 # 1: every local JVM the tool starts on the cached jars gets the C1-only option; 0: none does;
 # unset: the command says (only a one-table vacuum is short)
@@ -107,9 +110,8 @@ _JAVA_OPTION_VARIABLES = (
     "PYSPARK_SUBMIT_ARGS",
     "SPARK_SUBMIT_OPTS",  # Spark's launcher adds it to a client-mode driver's JVM
 )
-# a collector chosen by name, or options the JVM reads from a file (which may choose one): -XX:Flags=,
-# -XX:VMOptionsFile= and an @argfile of JDK_JAVA_OPTIONS
-_COLLECTOR_CHOICE = re.compile(r"-XX:[+-]Use\w*GC\b|-XX:(?:Flags|VMOptionsFile)=|(?:^|\s)@\S")
+# a collector chosen by name, or options the JVM reads from a file (which may choose one)
+_COLLECTOR_CHOICE = re.compile(rf"-XX:[+-]Use\w*GC\b|{_OPTIONS_FROM_A_FILE}")
 
 # PySpark's recording of each call's Python call site for DataFrame error messages (PySpark 4)
 DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
