@@ -33,7 +33,11 @@ from vacuum.protocol import COORDINATED_COMMITS_PROPERTY, check_vacuumable
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # about 13 MB of inventory rows per shuffle partition: a partition per 250k objects (AQE's 64 MB
 # advisory size) ran a 100k-object table's joins in one task, on one of 2 cores (alone, 8.48 s
-# against 9.42 s; with the snapshot's sizing below, 8.46 s: benchmarks/results/plan_sizing.md)
+# against 9.42 s; with the snapshot's sizing below, 8.46 s: benchmarks/results/plan_sizing.md).
+# Nor was a plan of one partition (no shuffle at all, see vacuum.tuning.in_one_partition) faster
+# at that size: real runs of vacuum_at_scale's 100,000-file table (90,013 objects in the
+# inventory) in one process, three each in turn, the first of each left out: 11.45, 10.99, 11.62
+# and 11.49 s in one partition, 12.16, 10.51, 11.95 and 10.33 s in two
 _OBJECTS_PER_SHUFFLE_PARTITION = 50_000
 
 
