@@ -32,12 +32,13 @@ from vacuum.protocol import COORDINATED_COMMITS_PROPERTY, check_vacuumable
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # about 13 MB of inventory rows per shuffle partition: a partition per 250k objects (AQE's 64 MB
-# advisory size) ran a 100k-object table's joins in one task, on one of 2 cores (alone, 8.48 s
-# against 9.42 s; with the snapshot's sizing below, 8.46 s: benchmarks/results/plan_sizing.md).
-# Nor was a plan of one partition (no shuffle at all, see vacuum.tuning.in_one_partition) faster
-# at that size: real runs of vacuum_at_scale's 100,000-file table (90,013 objects in the
-# inventory) in one process, three each in turn, the first of each left out: 11.45, 10.99, 11.62
-# and 11.49 s in one partition, 12.16, 10.51, 11.95 and 10.33 s in two
+# advisory size) planned a 100k-file table (90,013 inventory objects) in one partition, its joins
+# in one task on one of 2 cores, and its dry run took longer (medians of 3: 9.42 s, against 8.48 s
+# at 50k, and 8.46 s with the snapshot's sizing below: benchmarks/results/plan_sizing.md). Its
+# real run was no faster in one partition either (this constant at 200,000; the inputs read in one
+# partition, most joins and aggregations without a shuffle, see vacuum.tuning.in_one_partition):
+# vacuum_at_scale's table, two processes a setting, in turn, three runs in each, the first of each
+# process left out: 11.45, 10.99, 11.62 and 11.49 s, against 12.16, 10.51, 11.95 and 10.33 s at 50k
 _OBJECTS_PER_SHUFFLE_PARTITION = 50_000
 
 

@@ -282,9 +282,9 @@ def cached_in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
     clone's files outside the table), and they are cached in memory and on disk as Spark's
     default keeps a DataFrame. Any other plan's frame is left as it is, uncached: a table of many
     objects would hold its rows twice, beside what Delta and the slice already hold, and the cache
-    did not pay for itself there (real runs of vacuum_at_scale's 100,000-file table in one
-    process, three each in turn, the first of each left out: 11.85, 9.99, 11.86 and 11.17 s with
-    the snapshot's files cached, 10.92, 10.34, 10.94 and 9.90 s without)."""
+    did not pay for itself there (real runs of vacuum_at_scale's 100,000-file table, two processes
+    a way, in turn, three runs in each, the first of each process left out: 11.85, 9.99, 11.86 and
+    11.17 s with the snapshot's files cached, 10.92, 10.34, 10.94 and 9.90 s without)."""
     placed = in_one_partition(spark, frame)
     return frame if placed is frame else read_from_cache(placed.persist())
 
