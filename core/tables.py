@@ -13,7 +13,7 @@ Five tables, all beside the inventory table unless a flag puts one elsewhere:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -315,10 +315,9 @@ def append_run_rows(
     try:
         # a history table written by an older version gains the new columns; any other table
         # at that location is never reshaped (the append then fails and warns)
-        writer = local_frame(spark, rows, schema).write.format("delta").mode("append")
-        if _is_history_table(spark, location):
-            writer = writer.option("mergeSchema", "true")
-        writer.save(location)
+        append_to_own_table(
+            local_frame(spark, rows, schema), location, lambda: _is_history_table(spark, location)
+        )
     except Exception as error:  # the run itself is done; a history failure must not hide its result
         log.warning(
             "could not append %d row(s) to the history table %s: %s",
@@ -328,6 +327,29 @@ def append_run_rows(
         )
         return False
     return True
+
+
+def append_to_own_table(rows: DataFrame, location: str, ours: Callable[[], bool]) -> None:
+    """Append ``rows`` to the Delta table at ``location`` (created on first use). When Delta refuses
+    them for their schema (a table of the tool's that an older version wrote lacks the newer
+    columns) and ``ours()`` says the table is the tool's, they are appended again with
+    ``mergeSchema``, which adds the columns; another table there is never reshaped, and its
+    refusal is raised.
+
+    ``ours()`` is asked only on that refusal: asked before every append, it read the table's log
+    on every run (5 more requests to S3 an append to the history, 3 of them LISTs, on the local
+    S3) for the rare run that meets an older table."""
+    writer = rows.write.format("delta").mode("append")
+    try:
+        writer.save(location)
+    except Exception as error:
+        if _SCHEMA_REFUSED not in str(error) or not ours():
+            raise
+        writer.option("mergeSchema", "true").save(location)
+
+
+# Delta's refusal of an append whose columns the table lacks (DELTA_METADATA_MISMATCH, 3.3 to 4.4)
+_SCHEMA_REFUSED = "A schema mismatch detected when writing to the Delta table"
 
 
 def _is_history_table(spark: SparkSession, location: str) -> bool:

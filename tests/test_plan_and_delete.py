@@ -10,6 +10,7 @@ from urllib.parse import unquote
 
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from core.errors import VacuumRefused
 from core.paths import LOCAL_BUCKET, StorageLocation
@@ -1124,3 +1125,41 @@ def test_the_planner_builds_its_columns_without_recording_python_call_sites(spar
     # F.col and startswith: 4 round trips; 24 with the call sites recorded (PySpark 4: Spark 3.5
     # records none, and there only the setting above is checked)
     assert 0 < len(sent) <= 8, sent
+
+
+def test_the_tools_older_tables_gain_the_new_columns_and_another_table_is_never_reshaped(spark, tmp_path):
+    """The history and the ledger are appended to without reading them first; only when Delta
+    refuses an append for its columns is the table's own checked: a history or ledger an older
+    version wrote gains the newer columns, and another table at that location keeps its own
+    columns and rows (the append is refused: a warning, not a failed run)."""
+    from core.tables import LEDGER_CORE_COLUMNS, LEDGER_SCHEMA, VACUUM_RUNS_SCHEMA, append_run_rows
+    from vacuum.ledger import record_deletions
+
+    def older(name: str, schema, columns) -> str:  # type: ignore[no-untyped-def]
+        location = f"file://{tmp_path}/{name}"
+        kept = [f for f in schema if f.name in columns]
+        row = tuple({"run_id": "old", "run_at": datetime(2024, 1, 1)}.get(f.name) for f in kept)
+        spark.createDataFrame([row], StructType(kept)).write.format("delta").save(location)
+        return location
+
+    def columns_and_rows(location: str) -> tuple[list[str], int]:
+        frame = spark.read.format("delta").load(location)
+        return frame.columns, frame.count()
+
+    history = older("history", VACUUM_RUNS_SCHEMA, ("run_id", "run_at", "table"))
+    assert append_run_rows(spark, history, VACUUM_RUNS_SCHEMA, "r1", [{"table": "t", "status": "ok"}])
+    assert columns_and_rows(history) == ([f.name for f in VACUUM_RUNS_SCHEMA], 2)
+
+    deleted = spark.createDataFrame(
+        [("s3://lake/a", "lake", "a", 1)], "path string, bucket string, key string, length long"
+    )
+    ledger = older("ledger", LEDGER_SCHEMA, LEDGER_CORE_COLUMNS)
+    assert record_deletions(spark, ledger, deleted, run_id="r1", table="t", deleted_with="batch") is None
+    assert columns_and_rows(ledger) == ([f.name for f in LEDGER_SCHEMA], 2)
+
+    other = f"file://{tmp_path}/other"
+    spark.createDataFrame([(1, "x")], "id int, name string").write.format("delta").save(other)
+    assert not append_run_rows(spark, other, VACUUM_RUNS_SCHEMA, "r1", [{"table": "t", "status": "ok"}])
+    warning = record_deletions(spark, other, deleted, run_id="r1", table="t", deleted_with="batch")
+    assert warning is not None and "could not append to the deletion ledger" in warning
+    assert columns_and_rows(other) == (["id", "name"], 1)

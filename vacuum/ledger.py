@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from core.errors import spark_error_summary
 from core.session import local_frame
-from core.tables import LEDGER_SCHEMA, delta_table_exists, is_ledger, read_ledger
+from core.tables import LEDGER_SCHEMA, append_to_own_table, delta_table_exists, is_ledger, read_ledger
 from vacuum.tuning import broadcast_threshold
 
 log = logging.getLogger("inventory_vacuum")
@@ -136,10 +136,7 @@ def _append(spark: SparkSession, location: str, rows: DataFrame) -> str | None:
     for attempt in range(_APPEND_ATTEMPTS):
         try:
             with _APPEND_LOCK:  # tables of one run append one at a time; other runs: retried
-                writer = rows.write.format("delta").mode("append")
-                if is_ledger(spark, location):
-                    writer = writer.option("mergeSchema", "true")
-                writer.save(location)
+                append_to_own_table(rows, location, lambda: is_ledger(spark, location))
             return None
         except Exception as error:
             last_error = spark_error_summary(error)
