@@ -31,8 +31,10 @@ Spark, list and lite      data LIST/HEAD of Delta's listing (Spark tasks, one di
                           another in each task)
 Spark, flat               the one flat listing of the table (a paginated ListObjectsV2 on the    1
                           driver: each page needs the previous page's token)
-Spark, every mode         other data requests: Delta's parallel delete, our DeleteObjects        slots
-                          batches, the post-delete check (all in Spark tasks)
+Spark, every mode         our DeleteObjects batches (Spark tasks, each with                      slots x 4
+                          ``vacuum.execute.REQUESTS_IN_FLIGHT`` = 4 requests in flight)
+Spark, every mode         other data requests: Delta's parallel delete, the post-delete check    slots
+                          (all in Spark tasks)
 Spark, list and lite      our nested-table probes (``<dir>/_delta_log/``, a pool of 16 threads)  16
 Spark, every mode         other buckets (inventory, history, ledger tables): GET/HEAD from       slots / 1
                           Spark tasks; LIST/PUT of their logs from the driver
@@ -51,6 +53,8 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from vacuum.execute import REQUESTS_IN_FLIGHT
 
 PRICES_AS_OF = "2026-11-22"
 PRICE_SOURCE = "https://aws.amazon.com/s3/pricing/ (S3 Standard, US East (N. Virginia))"
@@ -112,6 +116,8 @@ class LatencyModel:
             return self.slots if operation in ("GetObject", "HeadObject") else 1
         if mode == "flat" and operation in LIST_OPERATIONS:
             return 1
+        if operation == "DeleteObjects":
+            return self.slots * REQUESTS_IN_FLIGHT
         return self.slots
 
     def network_seconds(self, engine: str, mode: str, counts: Mapping[tuple[str, str], int]) -> float:
@@ -130,7 +136,8 @@ class LatencyModel:
             "ceil(requests / concurrency) * latency",
             "concurrency": {
                 "spark: table _delta_log (driver)": 1,
-                "spark: data requests from Spark tasks (Delta listing, Delta/our deletes, checks)": "slots",
+                "spark: our DeleteObjects (Spark tasks)": f"slots x {REQUESTS_IN_FLIGHT}",
+                "spark: other data requests from Spark tasks (Delta listing, Delta's deletes, checks)": "slots",
                 "spark flat: the flat listing's pages (driver, sequential)": 1,
                 "spark list/lite: nested-table probes": PROBE_THREADS,
                 "spark: other buckets GET/HEAD (tasks) / other (driver)": "slots / 1",

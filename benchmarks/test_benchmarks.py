@@ -50,6 +50,9 @@ def test_latency_model_counts_round_trips_per_concurrency() -> None:
     # delta-rs: 21 DeleteObjects at 20 in flight: 2 rounds; its log reads one at a time
     assert model.network_seconds("delta-rs", "full", {("data", "DeleteObjects"): 21}) == pytest.approx(0.04)
     assert model.network_seconds("delta-rs", "full", {("log", "GetObject"): 5}) == pytest.approx(0.1)
+    # ours: 31 DeleteObjects from 2 tasks, 4 in flight in each: 4 rounds; Delta's DeleteObject: 2 a round
+    assert model.network_seconds("spark", "inventory", {("data", "DeleteObjects"): 31}) == pytest.approx(0.08)
+    assert model.network_seconds("spark", "inventory", {("data", "DeleteObject"): 31}) == pytest.approx(0.32)
 
 
 def test_shares_sum_to_the_table_size() -> None:

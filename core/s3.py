@@ -20,25 +20,33 @@ from core.paths import StorageLocation
 # Adaptive retries back off on 503 SlowDown and throttling, which S3 returns under load.
 _CLIENT_CONFIG = Config(retries={"max_attempts": 10, "mode": "adaptive"}, max_pool_connections=32)
 # For a caller that retries itself because it must see each key's outcome (the batch delete):
-# botocore adds no retry of its own.
+# botocore adds no retry of its own. ``total_max_attempts``, not ``max_attempts``: botocore reads a
+# client's ``max_attempts`` as retries after the first attempt, and a retry botocore made would be
+# missing from the requests the caller counts.
 _SINGLE_ATTEMPT_CONFIG = Config(
-    retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60
+    retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=60
 )
 
 
-def s3_client(settings: Mapping[str, str | None] | None = None, *, own_retries: bool = False) -> Any:
+def s3_client(
+    settings: Mapping[str, str | None] | None = None, *, own_retries: bool = False, connections: int = 0
+) -> Any:
     """A boto3 S3 client configured from the standard AWS environment.
 
     In Spark tasks, ``settings`` (from :func:`driver_settings`, taken on the driver) gives the
     driver's endpoint and region: an executor's environment need not have them. With
-    ``own_retries`` botocore makes one attempt per call and the caller retries.
+    ``own_retries`` botocore makes one attempt per call and the caller retries. ``connections``:
+    the calls the caller makes at once from threads of its own, when more than botocore's 10.
     """
     settings = settings or {}
+    config = _SINGLE_ATTEMPT_CONFIG if own_retries else _CLIENT_CONFIG
+    if connections > (config.max_pool_connections or 10):
+        config = config.merge(Config(max_pool_connections=connections))
     return boto3.client(
         "s3",
         endpoint_url=settings.get("endpoint_url"),
         region_name=settings.get("region_name"),
-        config=_SINGLE_ATTEMPT_CONFIG if own_retries else _CLIENT_CONFIG,
+        config=config,
     )
 
 

@@ -61,6 +61,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+MAX_REQUESTS_IN_FLIGHT = 64
+
+
+def requests_in_flight(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_REQUESTS_IN_FLIGHT:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {MAX_REQUESTS_IN_FLIGHT}")
+    return value
+
+
 def trend_days(text: str) -> int:
     if not text.isdigit() or int(text) > 3650:
         raise argparse.ArgumentTypeError(f"expected a whole number of days from 0 to 3650, got {text!r}")
@@ -229,6 +239,15 @@ CANDIDATES = _option(
     "--candidates", metavar="FILE", help="write the candidate list to this .parquet or .csv file"
 )
 PARALLEL = _option("--parallel", type=positive_int, default=4, metavar="N", help="tables vacuumed at once")
+DELETE_REQUESTS_PER_TASK = _option(
+    "--delete-requests-per-task",
+    type=requests_in_flight,
+    default=4,  # vacuum.execute.REQUESTS_IN_FLIGHT
+    metavar="N",
+    help="DeleteObjects requests each Spark task of a batch delete sends at once, 1 to "
+    f"{MAX_REQUESTS_IN_FLIGHT}; a task that S3 answers SlowDown (or another error worth "
+    "a retry) sends one at a time from then on",
+)
 
 # restore
 RESTORE_TABLE = _option(

@@ -68,6 +68,16 @@ def operation_name(method: str, path: str, query: str) -> str:
 
 
 @dataclass(frozen=True)
+class Answered:
+    """One request the server answered: its operation and bucket, and when it began and ended."""
+
+    operation: str
+    bucket: str
+    began: float
+    ended: float
+
+
+@dataclass(frozen=True)
 class Faults:
     """What goes wrong, and for which requests.
 
@@ -125,6 +135,9 @@ class LocalS3Server:
         self._matched = 0  # matching requests since inject
         self._injected: Counter[str] = Counter()
         self._in_flight = 0
+        self._running: Counter[str] = Counter()  # requests being answered, by operation
+        self._peaks: Counter[str] = Counter()  # the most of them at once since reset_counts
+        self._answered: list[Answered] = []  # since reset_counts
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -183,10 +196,23 @@ class LocalS3Server:
         with self._lock:
             return Counter({(p, d): n for (b, p, d), n in self._listings.items() if b == bucket})
 
+    def peak_in_flight(self, operation: str) -> int:
+        """The most requests of ``operation`` answered at once since the last :meth:`reset_counts`."""
+        with self._lock:
+            return self._peaks[operation]
+
+    def answered(self, operation: str) -> list[Answered]:
+        """Each request of ``operation`` answered since the last :meth:`reset_counts`, with when the
+        server began and ended answering it (``time.monotonic()``), in the order they ended."""
+        with self._lock:
+            return [a for a in self._answered if a.operation == operation]
+
     def reset_counts(self) -> None:
         with self._lock:
             self._counts.clear()
             self._listings.clear()
+            self._peaks.clear()
+            self._answered.clear()
 
     # -- refusals ---------------------------------------------------------------------------
     def deny_deletes(self, bucket: str, prefix: str) -> None:
@@ -284,6 +310,19 @@ class LocalS3Server:
                     query = parse_qs(environ.get("QUERY_STRING", ""))
                     listed = (bucket, query.get("prefix", [""])[0], query.get("delimiter", [""])[0])
                     self._listings[listed] += 1
+                self._running[operation] += 1
+                self._peaks[operation] = max(self._peaks[operation], self._running[operation])
+            started = time.monotonic()
+            try:
+                return respond(environ, start_response, operation, bucket, key)
+            finally:
+                with self._lock:
+                    self._running[operation] -= 1
+                    self._answered.append(Answered(operation, bucket, started, time.monotonic()))
+
+        def respond(
+            environ: dict[str, Any], start_response: Callable[..., Any], operation: str, bucket: str, key: str
+        ) -> Iterable[bytes]:
             delay, fault = self._fault_for(operation, bucket, key, environ.get("QUERY_STRING", ""))
             if delay:
                 time.sleep(delay)

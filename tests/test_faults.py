@@ -168,11 +168,20 @@ def test_vacuum_killed_mid_delete_then_a_rerun_under_throttling_finishes(
     spark, s3, s3_server: LocalS3Server, big_lake, tmp_path
 ):
     lake = big_lake
-    # each DeleteObjects takes 3 s: the job is killed while its first requests are in flight
+    # each DeleteObjects takes 3 s: the job is killed while its first requests are in flight, one
+    # a task, so that some of the lake's three or more requests are not sent yet
     s3_server.inject(Faults(latency_ms=3000, bucket=lake["bucket"], operations=frozenset({"DeleteObjects"})))
     s3_server.reset_counts()
     process = _start(
-        tmp_path, "vacuum", "--inventory-table", lake["inventory"], "--tables", lake["registry"], "--json"
+        tmp_path,
+        "vacuum",
+        "--inventory-table",
+        lake["inventory"],
+        "--tables",
+        lake["registry"],
+        "--delete-requests-per-task",
+        "1",
+        "--json",
     )
     try:
         _wait_for(

@@ -215,6 +215,83 @@ def test_batches_hold_at_most_1000_keys(spark, s3, bucket):
         delete_keys(s3, bucket, keys[:1001])
 
 
+def test_a_task_keeps_several_delete_requests_in_flight_and_sends_none_once_access_is_denied(
+    s3, s3_server, bucket_factory
+):
+    """delete_partition, as a Spark task runs it: one request per bucket here (its keys are
+    batched by bucket), up to REQUESTS_IN_FLIGHT answered at once; once a request is refused for
+    access, the batches not sent yet are not sent, and every key still gets its outcome."""
+    from core.s3 import driver_settings
+    from testing.local_s3 import Faults
+    from vacuum.execute import REQUESTS_IN_FLIGHT, delete_partition
+
+    def rows(buckets: list[str]) -> list[tuple[str, str, str, int]]:
+        return [(b, k, f"s3://{b}/{k}", 1) for b in sorted(buckets) for k in ("x/1", "x/2")]
+
+    buckets = [bucket_factory("fly") for _ in range(REQUESTS_IN_FLIGHT + 2)]
+    for name in buckets:
+        put(s3, name, "x/1", "x/2")
+    s3_server.reset_counts()
+    s3_server.inject(Faults(latency_ms=300, operations=frozenset({"DeleteObjects"})))
+    try:
+        outcomes = list(delete_partition(iter(rows(buckets)), driver_settings(), 6))
+    finally:
+        s3_server.clear_faults()
+    assert s3_server.peak_in_flight("DeleteObjects") == REQUESTS_IN_FLIGHT
+    assert sorted((o[0], o[1], o[4]) for o in outcomes if o[1]) == [
+        (b, k, True) for b, k, _, _ in rows(buckets)
+    ]
+    assert [o[6] for o in outcomes if o[1] is None] == [len(buckets)]  # the task's request count
+    assert not any(keys_of(s3, name) for name in buckets)
+
+    denied = [bucket_factory("deny") for _ in range(2 * REQUESTS_IN_FLIGHT)]
+    for name in denied:
+        put(s3, name, "x/1", "x/2")
+        s3_server.deny_deletes(name, "")
+    s3_server.reset_counts()
+    try:
+        outcomes = list(delete_partition(iter(rows(denied)), driver_settings(), 6, in_flight=2))
+    finally:
+        s3_server.allow_all()
+    assert s3_server.counts()["DeleteObjects"] == 2  # the two sent before the first refusal came back
+    assert all(not o[4] and "AccessDenied" in o[5] for o in outcomes if o[1])
+    assert len([o for o in outcomes if o[1]]) == 2 * len(denied)
+    assert all(keys_of(s3, name) == {"x/1", "x/2"} for name in denied)
+
+
+def test_a_task_that_s3_asks_to_slow_down_sends_one_request_at_a_time_from_then_on(
+    s3, s3_server, bucket_factory
+):
+    """The first DeleteObjects is answered SlowDown: it is retried and succeeds, and every request
+    the task sends after that answer came back runs alone (those sent before it still overlap)."""
+    from core.s3 import driver_settings
+    from jobs.params import DELETE_REQUESTS_PER_TASK
+    from testing.local_s3 import Faults
+    from vacuum.execute import REQUESTS_IN_FLIGHT, delete_partition
+
+    assert DELETE_REQUESTS_PER_TASK.settings["default"] == REQUESTS_IN_FLIGHT  # the flag's default
+    buckets = sorted(bucket_factory("slow") for _ in range(20))
+    for name in buckets:
+        put(s3, name, "x/1")
+    s3_server.reset_counts()
+    s3_server.inject(Faults(latency_ms=200, throttle_first=1, operations=frozenset({"DeleteObjects"})))
+    try:
+        rows = iter([(b, "x/1", f"s3://{b}/x/1", 1) for b in buckets])
+        outcomes = list(delete_partition(rows, driver_settings(), 6, in_flight=3))
+    finally:
+        s3_server.clear_faults()
+    assert sorted((o[0], o[4]) for o in outcomes if o[1]) == [(b, True) for b in buckets]
+    answered = s3_server.answered("DeleteObjects")
+    [slowed] = {a.bucket for a in answered if [b.bucket for b in answered].count(a.bucket) == 2}
+    told = max(a.ended for a in answered if a.bucket == slowed)  # its retry's answer came back
+    assert s3_server.peak_in_flight("DeleteObjects") == 3  # concurrent before
+    # the requests the task counts are the requests S3 answered: botocore retries none itself
+    assert [o[6] for o in outcomes if o[1] is None] == [len(answered)] == [len(buckets) + 1]
+    after = sorted((a for a in answered if a.began > told + 0.1), key=lambda a: a.began)
+    assert len(after) >= 4, answered
+    assert all(first.ended <= second.began for first, second in zip(after, after[1:], strict=False)), after
+
+
 def test_outcomes_carry_each_candidates_path_and_length(spark, s3, bucket):
     """The runner counts bytes and writes the ledger from the outcomes alone: each row must carry
     its own candidate's path and length, the unsendable key's row too."""

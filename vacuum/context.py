@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from core.errors import VacuumRefused
 from core.paths import StorageLocation, overlapping_pair
 from core.registry import RegisteredTable
+from vacuum.execute import REQUESTS_IN_FLIGHT
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -79,6 +80,8 @@ class VacuumOptions:
     min_coverage: float = 0.99
     allow_versioned: bool = False
     parallel: int = 4
+    # DeleteObjects requests each Spark task of a batch delete keeps in flight (vacuum.execute)
+    delete_requests_per_task: int = REQUESTS_IN_FLIGHT
     history_table: str | None = None
     ledger_table: str | None = None
     # locations no vacuum may delete under (the inventory, history and ledger tables, every

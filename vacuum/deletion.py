@@ -215,7 +215,7 @@ def _send_deletes(
         # refused when the run stopped meanwhile: the re-plan and existence checks took a while
         with deleting(ctx, "its first delete request") as jobs:
             run.delete_requests = None  # counted with the outcomes, as what was deleted
-            outcomes = delete_in_batches(confirmed)
+            outcomes = delete_in_batches(confirmed, in_flight=ctx.options.delete_requests_per_task)
     except Exception:  # failed or cancelled as a whole (an interrupt cancels it), or refused
         if ctx.delete_started_at is not None:
             _measure_cut_short(ctx, confirmed, directory_objects, jobs.tasks_ended)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,12 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from core.s3 import driver_settings, s3_client
 
 MAX_KEYS_PER_REQUEST = 1000
+# DeleteObjects requests a Spark task keeps in flight at once, by default (``--delete-requests-per-task``).
+# One at a time, a task waited a round trip per 1000 keys, and the task slots bounded the requests
+# in flight (2 on a 2-core machine, where delta-rs sends 20 at once). S3 limits each prefix (3,500
+# DELETEs a second); a request it refuses with SlowDown (or another error worth a retry) is retried
+# with backoff, and the task that met it sends one request at a time from then on.
+REQUESTS_IN_FLIGHT = 4
 RETRYABLE_CODES = frozenset(
     {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling", "503", "500"}
 )
@@ -65,6 +72,7 @@ class KeyBatchOutcome:
     failed: dict[str, str]  # key -> error
     requests: int
     delete_markers: dict[str, str] = field(default_factory=dict)
+    throttled: bool = False  # S3 answered some of it with an error worth a retry (SlowDown, ...)
 
 
 def sendable_key(key: Column) -> Column:
@@ -79,7 +87,13 @@ def is_sendable(key: str) -> bool:
     )
 
 
-def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: int | None = None) -> DataFrame:
+def delete_in_batches(
+    candidates: DataFrame,
+    *,
+    max_attempts: int = 6,
+    tasks: int | None = None,
+    in_flight: int = REQUESTS_IN_FLIGHT,
+) -> DataFrame:
     """Delete the objects of ``candidates`` (columns ``bucket``, ``key``; ``path`` and ``length``
     are carried through when present) with DeleteObjects.
 
@@ -104,7 +118,8 @@ def delete_in_batches(candidates: DataFrame, *, max_attempts: int = 6, tasks: in
     )
 
     def run(rows: Iterable[Any]) -> Iterator[Outcome]:
-        return delete_partition(((row[0], row[1], row[2], row[3]) for row in rows), settings, max_attempts)
+        keyed_rows = ((row[0], row[1], row[2], row[3]) for row in rows)
+        return delete_partition(keyed_rows, settings, max_attempts, in_flight)
 
     outcomes = spark.createDataFrame(keyed.rdd.mapPartitions(run), OUTCOME_SCHEMA).persist(
         StorageLevel.MEMORY_AND_DISK
@@ -121,50 +136,88 @@ def delete_partition(
     rows: Iterator[tuple[str, str, str | None, int | None]],
     settings: dict[str, str | None],
     max_attempts: int,
+    in_flight: int = REQUESTS_IN_FLIGHT,
 ) -> Iterator[Outcome]:
     """Runs in a Spark task: delete one partition's keys (``bucket, key, path, length`` rows,
-    sorted by bucket), 1000 a request; one outcome row per input row. Never raises."""
+    sorted by bucket), 1000 a request, with up to ``in_flight`` requests sent at once (one at a
+    time once S3 answered one with an error worth a retry, such as SlowDown); one outcome row per
+    input row, in the order the requests end."""
     requests = 0
     fatal: str | None = None
     try:
-        client = s3_client(settings, own_retries=True)
+        client = s3_client(settings, own_retries=True, connections=in_flight)
     except Exception as error:  # no client, no request: every key stays, with the reason
         client, fatal = None, f"cannot create an S3 client: {_describe(error)}"
-    batch: list[tuple[str, str | None, int | None]] = []  # key, path, length
-    current_bucket: str | None = None
 
-    def flush() -> Iterator[Outcome]:
-        nonlocal requests, fatal
-        if not batch or current_bucket is None:
-            return
-        keys = [key for key, _, _ in batch]
-        if fatal is not None:
-            outcome = KeyBatchOutcome([], dict.fromkeys(keys, fatal), 0)
-        else:
-            outcome = delete_keys(client, current_bucket, keys, max_attempts)
-            requests += outcome.requests
-            if outcome.failed and len(outcome.failed) == len(batch) and not outcome.deleted:
-                first = next(iter(outcome.failed.values()))
-                if _stops_everything(first):
-                    fatal = first
+    limit = in_flight  # one, once S3 asked this task to slow down
+
+    def outcomes(bucket: str, batch: _Batch, outcome: KeyBatchOutcome) -> Iterator[Outcome]:
+        nonlocal requests, fatal, limit
+        requests += outcome.requests
+        if outcome.throttled:
+            limit = 1
+        if outcome.failed and len(outcome.failed) == len(batch) and not outcome.deleted:
+            first = next(iter(outcome.failed.values()))
+            if _stops_everything(first):
+                fatal = first  # the batches not sent yet are not sent
         deleted = set(outcome.deleted)
         for key, path, length in batch:
             # delete_keys gives every key it was sent an outcome; a key it did not name stays
             error = None if key in deleted else outcome.failed.get(key, "no outcome from DeleteObjects")
             marker = outcome.delete_markers.get(key) if error is None else None
-            yield current_bucket, key, path, length, error is None, error, 0, marker
-        batch.clear()
+            yield bucket, key, path, length, error is None, error, 0, marker
 
+    with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="delete-objects") as pool:
+        sent: dict[Future[KeyBatchOutcome], tuple[str, _Batch]] = {}
+
+        def ended(until: str) -> Iterator[Outcome]:
+            done, _ = wait(sent, return_when=until)
+            for request in done:
+                bucket, batch = sent.pop(request)
+                # a request that raised (none should: delete_keys answers every error per key)
+                # fails the task, and the run then counts what is gone by looking
+                yield from outcomes(bucket, batch, request.result())
+
+        for bucket, batch, unsendable in _batches(rows):
+            if unsendable is not None:
+                yield unsendable
+            elif fatal is not None:
+                keys = (key for key, _, _ in batch)
+                yield from outcomes(bucket, batch, KeyBatchOutcome([], dict.fromkeys(keys, fatal), 0))
+            else:
+                keys_sent = [key for key, _, _ in batch]
+                sent[pool.submit(delete_keys, client, bucket, keys_sent, max_attempts)] = (bucket, batch)
+                while len(sent) >= limit:
+                    yield from ended(FIRST_COMPLETED)
+        while sent:
+            yield from ended(ALL_COMPLETED)
+    yield None, None, None, None, False, None, requests, None  # the task's request count
+
+
+_Batch = list[tuple[str, "str | None", "int | None"]]  # key, path, length: one request's keys
+
+
+def _batches(
+    rows: Iterable[tuple[str, str, str | None, int | None]],
+) -> Iterator[tuple[str, _Batch, Outcome | None]]:
+    """``(bucket, keys, None)`` for each request's keys (one bucket, at most 1000, in the order
+    of ``rows``), and ``(bucket, [], outcome)`` for each key no DeleteObjects body can carry."""
+    batch: _Batch = []
+    current = ""
     for bucket, key, path, length in rows:
-        if bucket != current_bucket or len(batch) == MAX_KEYS_PER_REQUEST:
-            yield from flush()
-            current_bucket = bucket
+        if batch and (bucket != current or len(batch) == MAX_KEYS_PER_REQUEST):
+            yield current, batch, None
+            batch = []
+        current = bucket
         if is_sendable(key):
             batch.append((key, path, length))
         else:
-            yield bucket, key, path, length, False, "key cannot be sent in a DeleteObjects XML body", 0, None
-    yield from flush()
-    yield None, None, None, None, False, None, requests, None  # the task's request count
+            unsendable: Outcome = (
+                bucket, key, path, length, False, "key cannot be sent in a DeleteObjects XML body", 0, None
+            )  # fmt: skip
+            yield bucket, [], unsendable
+    if batch:
+        yield current, batch, None
 
 
 def _stops_everything(error: str) -> bool:
@@ -212,6 +265,7 @@ def delete_keys(
     failed: dict[str, str] = {}
     markers: dict[str, str] = {}
     requests = 0
+    throttled = False
 
     def entry(key: str) -> dict[str, str]:
         return {"Key": key, "VersionId": version_ids[key]} if version_ids is not None else {"Key": key}
@@ -229,18 +283,20 @@ def delete_keys(
         except ClientError as error:
             detail = error.response.get("Error", {})
             message = f"s3://{bucket}: {detail.get('Code')}: {detail.get('Message')}"
-            if str(detail.get("Code")) in RETRYABLE_CODES and attempt + 1 < max_attempts:
-                continue
+            if str(detail.get("Code")) in RETRYABLE_CODES:
+                throttled = True
+                if attempt + 1 < max_attempts:
+                    continue
             failed.update(dict.fromkeys(pending, message))
-            return KeyBatchOutcome(deleted, failed, requests, markers)
+            return KeyBatchOutcome(deleted, failed, requests, markers, throttled)
         except transient_network as error:
             if attempt + 1 < max_attempts:
                 continue
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
-            return KeyBatchOutcome(deleted, failed, requests, markers)
+            return KeyBatchOutcome(deleted, failed, requests, markers, throttled)
         except Exception as error:  # credentials, parameter validation, ...: retrying cannot help
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
-            return KeyBatchOutcome(deleted, failed, requests, markers)
+            return KeyBatchOutcome(deleted, failed, requests, markers, throttled)
         if version_ids is None:
             for done in response.get("Deleted", []):
                 if done.get("DeleteMarker") and done.get("DeleteMarkerVersionId"):
@@ -250,6 +306,7 @@ def delete_keys(
         for key in pending:
             problem = problems.get(key)
             code = str(problem.get("Code")) if problem else None
+            throttled = throttled or code in RETRYABLE_CODES
             if problem is None or code in _ALREADY_GONE:
                 deleted.append(key)
             elif code in RETRYABLE_CODES and attempt + 1 < max_attempts:
@@ -257,7 +314,7 @@ def delete_keys(
             else:
                 failed[key] = f"s3://{bucket}/{key}: {code}: {problem.get('Message')}"
         pending = retry
-    return KeyBatchOutcome(deleted, failed, requests, markers)
+    return KeyBatchOutcome(deleted, failed, requests, markers, throttled)
 
 
 def _describe(error: BaseException) -> str:

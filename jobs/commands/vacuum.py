@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     params.HISTORY_TABLE.add(parser)
     params.LEDGER_TABLE.add(parser)
     params.PARALLEL.add(parser)
+    params.DELETE_REQUESTS_PER_TASK.add(parser)
     params.JSON.add(parser)
 
 
@@ -97,6 +98,7 @@ def run(args: argparse.Namespace, output: Output) -> int:
         min_coverage=args.min_coverage,
         allow_versioned=args.allow_versioned,
         parallel=args.parallel,
+        delete_requests_per_task=args.delete_requests_per_task,
         collect_candidates=bool(args.candidates),
         verify_existence=args.verify_existence,
         history_table=located.vacuum_runs,
