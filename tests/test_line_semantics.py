@@ -294,7 +294,7 @@ def test_delta_writes_a_commits_checksum_through_the_file_system_api(spark, s3, 
     """The session names Spark's FileSystem-based checkpoint file manager, with which Delta writes a
     commit's checksum file: the class loads on this line, the checksum is still written, and an
     append to the history table makes fewer requests than through FileContext, whose rename checks
-    the source, target and parent again (39 against 22 on the 4.2 line, the first append after)."""
+    the source, target and parent again (34 against 22 on the 4.2 line, the first append after)."""
     from core.session import CHECKPOINT_FILE_MANAGER
     from core.tables import VACUUM_RUNS_SCHEMA, append_run_rows
 

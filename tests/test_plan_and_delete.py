@@ -262,8 +262,8 @@ def test_a_task_keeps_several_delete_requests_in_flight_and_sends_none_once_acce
 def test_a_task_that_s3_asks_to_slow_down_sends_one_request_at_a_time_from_then_on(
     s3, s3_server, bucket_factory
 ):
-    """The first DeleteObjects is answered SlowDown: it is retried and succeeds, and every request
-    the task sends after that answer came back runs alone (those sent before it still overlap)."""
+    """The first DeleteObjects is answered SlowDown: it is retried and succeeds, and from that
+    answer on, no request begins while another is in flight (those sent before it still overlap)."""
     from core.s3 import driver_settings
     from jobs.params import DELETE_REQUESTS_PER_TASK
     from testing.local_s3 import Faults
@@ -283,12 +283,12 @@ def test_a_task_that_s3_asks_to_slow_down_sends_one_request_at_a_time_from_then_
     assert sorted((o[0], o[4]) for o in outcomes if o[1]) == [(b, True) for b in buckets]
     answered = s3_server.answered("DeleteObjects")
     [slowed] = {a.bucket for a in answered if [b.bucket for b in answered].count(a.bucket) == 2}
-    told = max(a.ended for a in answered if a.bucket == slowed)  # its retry's answer came back
+    told = min(a.ended for a in answered if a.bucket == slowed)  # the SlowDown came back
     assert s3_server.peak_in_flight("DeleteObjects") == 3  # concurrent before
     # the requests the task counts are the requests S3 answered: botocore retries none itself
     assert [o[6] for o in outcomes if o[1] is None] == [len(answered)] == [len(buckets) + 1]
     after = sorted((a for a in answered if a.began > told + 0.1), key=lambda a: a.began)
-    assert len(after) >= 4, answered
+    assert len(after) >= 4 and after[0].bucket == slowed, answered  # its retry, alone, comes first
     assert all(first.ended <= second.began for first, second in zip(after, after[1:], strict=False)), after
 
 

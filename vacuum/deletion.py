@@ -358,7 +358,9 @@ def _measure_cut_short(
             f"given were gone and {remaining} still there, checked per directory (a HEAD per file "
             "or one LIST); the gone ones are counted as deleted and ledgered without their delete "
             "markers' version ids (as in any batch delete, a file someone else deleted since the "
-            "inventory counts too), and how many requests it sent is unknown"
+            "inventory counts too), and how many requests it sent is unknown; a request sent before "
+            "the check may still delete files after it, uncounted: vacuum this table next with "
+            "--verify-existence, which sets apart what is already gone"
             + ("" if ended else f"; {_tasks_may_run(ended, 'its tasks', 'it ended')}")
         )
         _warn_of_dropped(run)

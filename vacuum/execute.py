@@ -6,13 +6,15 @@ Only ever called by :mod:`vacuum.runner` with a list the planner produced and th
 Each request holds at most 1000 keys (S3's limit). What S3 can still accept later (503 SlowDown,
 500 InternalError, a dropped or timed-out connection) is retried with exponential backoff and
 jitter; what cannot succeed (AccessDenied, missing credentials, a malformed request) is not.
-A task never fails: every key comes back with its own outcome, so whatever was deleted before an
-error is counted, written to the ledger and shown, and the rest is reported as remaining.
+Every S3 error comes back as each key's own outcome (a task fails only on an error of the code
+itself, none known), so whatever was deleted before an error is counted, written to the ledger and
+shown, and the rest is reported as remaining.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -31,7 +33,8 @@ MAX_KEYS_PER_REQUEST = 1000
 # One at a time, a task waited a round trip per 1000 keys, and the task slots bounded the requests
 # in flight (2 on a 2-core machine, where delta-rs sends 20 at once). S3 limits each prefix (3,500
 # DELETEs a second); a request it refuses with SlowDown (or another error worth a retry) is retried
-# with backoff, and the task that met it sends one request at a time from then on.
+# with backoff, and the task that met it sends no other request until those in flight have ended,
+# then one at a time.
 REQUESTS_IN_FLIGHT = 4
 RETRYABLE_CODES = frozenset(
     {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling", "503", "500"}
@@ -72,7 +75,6 @@ class KeyBatchOutcome:
     failed: dict[str, str]  # key -> error
     requests: int
     delete_markers: dict[str, str] = field(default_factory=dict)
-    throttled: bool = False  # S3 answered some of it with an error worth a retry (SlowDown, ...)
 
 
 def sendable_key(key: Column) -> Column:
@@ -139,9 +141,9 @@ def delete_partition(
     in_flight: int = REQUESTS_IN_FLIGHT,
 ) -> Iterator[Outcome]:
     """Runs in a Spark task: delete one partition's keys (``bucket, key, path, length`` rows,
-    sorted by bucket), 1000 a request, with up to ``in_flight`` requests sent at once (one at a
-    time once S3 answered one with an error worth a retry, such as SlowDown); one outcome row per
-    input row, in the order the requests end."""
+    sorted by bucket), 1000 a request, with up to ``in_flight`` requests sent at once; from the
+    first answer worth a retry (SlowDown, ...), the next request waits until none is in flight.
+    One outcome row per input row, in the order the requests end."""
     requests = 0
     fatal: str | None = None
     try:
@@ -149,13 +151,11 @@ def delete_partition(
     except Exception as error:  # no client, no request: every key stays, with the reason
         client, fatal = None, f"cannot create an S3 client: {_describe(error)}"
 
-    limit = in_flight  # one, once S3 asked this task to slow down
+    slowed = threading.Event()  # set by the first answer worth a retry (SlowDown, ...)
 
     def outcomes(bucket: str, batch: _Batch, outcome: KeyBatchOutcome) -> Iterator[Outcome]:
-        nonlocal requests, fatal, limit
+        nonlocal requests, fatal
         requests += outcome.requests
-        if outcome.throttled:
-            limit = 1
         if outcome.failed and len(outcome.failed) == len(batch) and not outcome.deleted:
             first = next(iter(outcome.failed.values()))
             if _stops_everything(first):
@@ -186,8 +186,10 @@ def delete_partition(
                 yield from outcomes(bucket, batch, KeyBatchOutcome([], dict.fromkeys(keys, fatal), 0))
             else:
                 keys_sent = [key for key, _, _ in batch]
-                sent[pool.submit(delete_keys, client, bucket, keys_sent, max_attempts)] = (bucket, batch)
-                while len(sent) >= limit:
+                request = pool.submit(delete_keys, client, bucket, keys_sent, max_attempts, slowed=slowed)
+                sent[request] = (bucket, batch)
+                # once S3 asked for a retry, the next request waits for every one in flight to end
+                while len(sent) >= (1 if slowed.is_set() else in_flight):
                     yield from ended(FIRST_COMPLETED)
         while sent:
             yield from ended(ALL_COMPLETED)
@@ -234,6 +236,7 @@ def delete_keys(
     max_attempts: int = 6,
     *,
     version_ids: Mapping[str, str] | None = None,
+    slowed: threading.Event | None = None,
 ) -> KeyBatchOutcome:
     """Delete up to 1000 keys of one bucket; retry only what S3 could still accept.
 
@@ -241,7 +244,8 @@ def delete_keys(
     deleted for good, as the restore deletes its delete markers; without, each key's current
     object is deleted (on a versioned bucket S3 then makes a delete marker, whose version id is
     returned in ``delete_markers``). The request is not Quiet: S3 names each key it deleted, and
-    the marker it made, only in a verbose answer.
+    the marker it made, only in a verbose answer. ``slowed`` is set at the first answer worth a
+    retry (SlowDown, InternalError, a dropped connection).
     """
     from botocore.exceptions import (
         ClientError,
@@ -265,7 +269,6 @@ def delete_keys(
     failed: dict[str, str] = {}
     markers: dict[str, str] = {}
     requests = 0
-    throttled = False
 
     def entry(key: str) -> dict[str, str]:
         return {"Key": key, "VersionId": version_ids[key]} if version_ids is not None else {"Key": key}
@@ -284,19 +287,20 @@ def delete_keys(
             detail = error.response.get("Error", {})
             message = f"s3://{bucket}: {detail.get('Code')}: {detail.get('Message')}"
             if str(detail.get("Code")) in RETRYABLE_CODES:
-                throttled = True
+                _set(slowed)
                 if attempt + 1 < max_attempts:
                     continue
             failed.update(dict.fromkeys(pending, message))
-            return KeyBatchOutcome(deleted, failed, requests, markers, throttled)
+            return KeyBatchOutcome(deleted, failed, requests, markers)
         except transient_network as error:
+            _set(slowed)
             if attempt + 1 < max_attempts:
                 continue
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
-            return KeyBatchOutcome(deleted, failed, requests, markers, throttled)
+            return KeyBatchOutcome(deleted, failed, requests, markers)
         except Exception as error:  # credentials, parameter validation, ...: retrying cannot help
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
-            return KeyBatchOutcome(deleted, failed, requests, markers, throttled)
+            return KeyBatchOutcome(deleted, failed, requests, markers)
         if version_ids is None:
             for done in response.get("Deleted", []):
                 if done.get("DeleteMarker") and done.get("DeleteMarkerVersionId"):
@@ -306,7 +310,8 @@ def delete_keys(
         for key in pending:
             problem = problems.get(key)
             code = str(problem.get("Code")) if problem else None
-            throttled = throttled or code in RETRYABLE_CODES
+            if code in RETRYABLE_CODES:
+                _set(slowed)
             if problem is None or code in _ALREADY_GONE:
                 deleted.append(key)
             elif code in RETRYABLE_CODES and attempt + 1 < max_attempts:
@@ -314,7 +319,12 @@ def delete_keys(
             else:
                 failed[key] = f"s3://{bucket}/{key}: {code}: {problem.get('Message')}"
         pending = retry
-    return KeyBatchOutcome(deleted, failed, requests, markers, throttled)
+    return KeyBatchOutcome(deleted, failed, requests, markers)
+
+
+def _set(event: threading.Event | None) -> None:
+    if event is not None:
+        event.set()
 
 
 def _describe(error: BaseException) -> str:
