@@ -120,9 +120,9 @@ DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 # rename, through the class this Spark setting names (Spark's default: Hadoop's FileContext API).
 # On S3A, a rename through FileContext probed the source, the target and the target's parent three
 # times in all (FileContext's own checks, then S3A's): 22 requests a checksum, 10 through the
-# FileSystem API, with the same check (the target must not exist) and the same copy and delete (one
-# append to the history table on the local S3: 39 requests against 27). Delta reads the setting only for its
-# checksum files; the tool runs no streaming query, the setting's other user.
+# FileSystem API, with the same check (the target must not exist) and the same copy and delete
+# (one append to the history table on the local S3: 39 requests against 27). Delta reads the
+# setting only for its checksum files; the tool runs no streaming query, the setting's other user.
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
 

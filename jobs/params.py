@@ -246,7 +246,8 @@ DELETE_REQUESTS_PER_TASK = _option(
     metavar="N",
     help="DeleteObjects requests each Spark task of a batch delete sends at once, 1 to "
     f"{MAX_REQUESTS_IN_FLIGHT}; a task that S3 answers SlowDown (or another error worth "
-    "a retry) waits for its requests in flight, then sends one at a time",
+    "a retry) starts no new request until those in flight, with their retries, have ended, then "
+    "sends one at a time",
 )
 
 # restore

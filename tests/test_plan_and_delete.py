@@ -263,7 +263,8 @@ def test_a_task_that_s3_asks_to_slow_down_sends_one_request_at_a_time_from_then_
     s3, s3_server, bucket_factory
 ):
     """The first DeleteObjects is answered SlowDown: it is retried and succeeds, and from that
-    answer on, no request begins while another is in flight (those sent before it still overlap)."""
+    answer on, no new batch is sent while another is in flight (those sent before it still overlap;
+    here the throttled batch's retry, which a batch in flight may send, is the first to run alone)."""
     from core.s3 import driver_settings
     from jobs.params import DELETE_REQUESTS_PER_TASK
     from testing.local_s3 import Faults

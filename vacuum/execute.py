@@ -33,8 +33,8 @@ MAX_KEYS_PER_REQUEST = 1000
 # One at a time, a task waited a round trip per 1000 keys, and the task slots bounded the requests
 # in flight (2 on a 2-core machine, where delta-rs sends 20 at once). S3 limits each prefix (3,500
 # DELETEs a second); a request it refuses with SlowDown (or another error worth a retry) is retried
-# with backoff, and the task that met it sends no other request until those in flight have ended,
-# then one at a time.
+# with backoff, and the task that met it starts no new batch until the batches in flight, with their
+# retries, have ended, then one batch at a time.
 REQUESTS_IN_FLIGHT = 4
 RETRYABLE_CODES = frozenset(
     {"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling", "503", "500"}
@@ -141,9 +141,10 @@ def delete_partition(
     in_flight: int = REQUESTS_IN_FLIGHT,
 ) -> Iterator[Outcome]:
     """Runs in a Spark task: delete one partition's keys (``bucket, key, path, length`` rows,
-    sorted by bucket), 1000 a request, with up to ``in_flight`` requests sent at once; from the
-    first answer worth a retry (SlowDown, ...), the next request waits until none is in flight.
-    One outcome row per input row, in the order the requests end."""
+    sorted by bucket), 1000 a request, with up to ``in_flight`` batches in flight at once; from
+    the first answer worth a retry (SlowDown, ...), the next batch waits until none is in flight
+    (a batch in flight still retries, after its own backoff). One outcome row per input row, in
+    the order the batches end."""
     requests = 0
     fatal: str | None = None
     try:
@@ -188,7 +189,7 @@ def delete_partition(
                 keys_sent = [key for key, _, _ in batch]
                 request = pool.submit(delete_keys, client, bucket, keys_sent, max_attempts, slowed=slowed)
                 sent[request] = (bucket, batch)
-                # once S3 asked for a retry, the next request waits for every one in flight to end
+                # once S3 asked for a retry, the next batch waits for every one in flight to end
                 while len(sent) >= (1 if slowed.is_set() else in_flight):
                     yield from ended(FIRST_COMPLETED)
         while sent:
