@@ -184,6 +184,24 @@ def test_per_key_slowdown_is_retried_and_missing_keys_count_as_deleted(s3, bucke
     assert keys_of(s3, bucket) == set()
 
 
+def test_a_request_that_never_reached_s3_is_not_counted(bucket):
+    """No connection (a closed port), no request: every key stays, with the reason, and the
+    requests counted are the requests S3 could have answered, none."""
+    import socket
+
+    from core.s3 import s3_client
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    client = s3_client(
+        {"endpoint_url": f"http://127.0.0.1:{port}", "region_name": "us-east-1"}, own_retries=True
+    )
+    outcome = delete_keys(client, bucket, ["x", "y"], max_attempts=2)
+    assert (outcome.deleted, outcome.requests) == ([], 0)
+    assert set(outcome.failed) == {"x", "y"} and "EndpointConnectionError" in outcome.failed["x"]
+
+
 def test_a_key_that_keeps_failing_is_reported(s3, bucket):
     class AlwaysDenied(FlakyS3):
         def delete_objects(self, Bucket, Delete):  # noqa: N803

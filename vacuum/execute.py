@@ -253,6 +253,8 @@ def delete_keys(
         ConnectionClosedError,
         ConnectTimeoutError,
         EndpointConnectionError,
+        NoCredentialsError,
+        ParamValidationError,
         ReadTimeoutError,
     )
 
@@ -262,6 +264,8 @@ def delete_keys(
         ReadTimeoutError,
         ConnectTimeoutError,
     )
+    # raised before the request reached S3 (no connection made, not signed, not valid): not counted
+    not_sent = (EndpointConnectionError, ConnectTimeoutError, NoCredentialsError, ParamValidationError)
     assert len(keys) <= MAX_KEYS_PER_REQUEST
     if version_ids is not None:  # outcomes are told per key: one version of a key per request
         assert len(set(keys)) == len(keys) and set(keys) <= set(version_ids), "one version id per key"
@@ -295,11 +299,15 @@ def delete_keys(
             return KeyBatchOutcome(deleted, failed, requests, markers)
         except transient_network as error:
             _set(slowed)
+            if isinstance(error, not_sent):
+                requests -= 1
             if attempt + 1 < max_attempts:
                 continue
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
             return KeyBatchOutcome(deleted, failed, requests, markers)
         except Exception as error:  # credentials, parameter validation, ...: retrying cannot help
+            if isinstance(error, not_sent):
+                requests -= 1
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
             return KeyBatchOutcome(deleted, failed, requests, markers)
         if version_ids is None:
