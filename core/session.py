@@ -118,20 +118,23 @@ DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 
 # How Delta writes a commit's checksum file (``_delta_log/<version>.crc``): a temporary file, then a
 # rename, through the class this Spark setting names (Spark's default: Hadoop's FileContext API).
-# On S3A, a rename through FileContext probed the source, the target and the target's parent three
-# times in all (FileContext's own checks, then S3A's): 22 requests a checksum, 10 through the
-# FileSystem API, with the same check (the target must not exist) and the same copy and delete
-# (one append to the history table on the local S3: 39 requests against 27). Delta reads the
-# setting only for its checksum files; the tool runs no streaming query, the setting's other user.
+# On S3A from Hadoop 3.4 (Spark 4.0 on), a rename through FileContext probed the source, the target
+# and the target's parent three times in all (FileContext's own checks, then S3A's): 22 requests a
+# checksum, 10 through the FileSystem API, with the same check (the target must not exist) and the
+# same copy and delete (one append to the history table on the local S3: 39 requests against 27).
+# On Spark 3.5 (Delta 3.3, Hadoop 3.3's S3A), Delta wrote no checksum through FileContext at all
+# (tests/test_line_semantics.py), and does through the FileSystem API. Delta reads the setting
+# only for its checksum files; the tool runs no streaming query, the setting's other user.
 CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
 
-def file_system_checkpoint_manager(spark_version: str) -> str:
-    """Spark's FileSystem-based checkpoint file manager, which Spark 4.1 moved to a package of its own."""
+def checkpoint_manager(spark_version: str, api: str = "FileSystem") -> str:
+    """Spark's checkpoint file manager over Hadoop's ``api`` (``FileSystem``, the one the tool's
+    sessions name, or ``FileContext``, Spark's default), whose package Spark 4.1 moved."""
     package = "org.apache.spark.sql.execution.streaming"
     if version_tuple(spark_version)[:2] >= (4, 1):
         package += ".checkpointing"
-    return f"{package}.FileSystemBasedCheckpointFileManager"
+    return f"{package}.{api}BasedCheckpointFileManager"
 
 
 log = logging.getLogger("inventory_vacuum")
@@ -364,7 +367,7 @@ def build_spark_session(
         # files, 3,500 without the call sites (counted over 8 tables, one run). A static setting:
         # it counts only when this call starts the session. Spark 3.5 has no such recording.
         DATAFRAME_DEBUGGING: "false",
-        CHECKPOINT_FILE_MANAGER: file_system_checkpoint_manager(pyspark.__version__),
+        CHECKPOINT_FILE_MANAGER: checkpoint_manager(pyspark.__version__),
     }
     for key, value in s3a_settings().items():
         defaults[f"spark.hadoop.{key}"] = value
