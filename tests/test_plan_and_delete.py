@@ -172,7 +172,7 @@ class FlakyS3:
         return self.client.delete_objects(Bucket=Bucket, Delete=Delete)
 
 
-def test_per_key_slowdown_is_retried_and_missing_keys_count_as_deleted(s3, bucket):
+def test_per_key_slowdown_is_retried_and_absent_keys_count_as_deleted(s3, bucket):
     put(s3, bucket, "a", "b", "c")
     flaky = FlakyS3(s3, {"b", "c"})
     outcome = delete_keys(flaky, bucket, ["a", "b", "c", "already-gone"], max_attempts=3)
@@ -182,6 +182,25 @@ def test_per_key_slowdown_is_retried_and_missing_keys_count_as_deleted(s3, bucke
         2,
     )
     assert keys_of(s3, bucket) == set()
+
+
+def test_a_key_the_answer_leaves_out_is_failed_not_deleted(s3, bucket):
+    """S3's verbose answer names every key it was sent. One an answer leaves out (here the
+    server deleted it, but the answer does not say so) is not counted as deleted, nor sent again,
+    and the outcome says why."""
+
+    class LeavesOneOut(FlakyS3):
+        def delete_objects(self, Bucket, Delete):  # noqa: N803
+            self.calls += 1
+            response = self.client.delete_objects(Bucket=Bucket, Delete=Delete)
+            response["Deleted"] = [d for d in response["Deleted"] if d["Key"] != "b"]
+            return response
+
+    put(s3, bucket, "a", "b")
+    leaves = LeavesOneOut(s3, set())
+    outcome = delete_keys(leaves, bucket, ["a", "b"], max_attempts=3)
+    assert (outcome.deleted, list(outcome.failed), outcome.requests, leaves.calls) == (["a"], ["b"], 1, 1)
+    assert "named it neither deleted nor failed" in outcome.failed["b"]
 
 
 def test_a_request_that_never_reached_s3_is_not_counted(bucket):

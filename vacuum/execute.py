@@ -245,8 +245,10 @@ def delete_keys(
     deleted for good, as the restore deletes its delete markers; without, each key's current
     object is deleted (on a versioned bucket S3 then makes a delete marker, whose version id is
     returned in ``delete_markers``). The request is not Quiet: S3 names each key it deleted, and
-    the marker it made, only in a verbose answer. ``slowed`` is set at the first answer worth a
-    retry (SlowDown, InternalError, a dropped connection).
+    the marker it made, only in a verbose answer. A key counts as deleted only when the answer
+    names it so (or names it gone already); one it names neither way is failed, with that reason.
+    ``slowed`` is set at the first answer worth a retry (SlowDown, InternalError, a dropped
+    connection).
     """
     from botocore.exceptions import (
         ClientError,
@@ -310,10 +312,11 @@ def delete_keys(
                 requests -= 1
             failed.update(dict.fromkeys(pending, f"s3://{bucket}: {_describe(error)}"))
             return KeyBatchOutcome(deleted, failed, requests, markers)
-        if version_ids is None:
-            for done in response.get("Deleted", []):
-                if done.get("DeleteMarker") and done.get("DeleteMarkerVersionId"):
-                    markers[str(done.get("Key"))] = str(done["DeleteMarkerVersionId"])
+        named_deleted = set()
+        for done in response.get("Deleted", []):
+            named_deleted.add(str(done.get("Key")))
+            if version_ids is None and done.get("DeleteMarker") and done.get("DeleteMarkerVersionId"):
+                markers[str(done.get("Key"))] = str(done["DeleteMarkerVersionId"])
         problems = {str(p.get("Key")): p for p in response.get("Errors", [])}
         retry: list[str] = []
         for key in pending:
@@ -321,8 +324,12 @@ def delete_keys(
             code = str(problem.get("Code")) if problem else None
             if code in RETRYABLE_CODES:
                 _set(slowed)
-            if problem is None or code in _ALREADY_GONE:
+            if (problem is None and key in named_deleted) or code in _ALREADY_GONE:
                 deleted.append(key)
+            elif problem is None:
+                # a verbose answer names every key it was sent; one it leaves out is not counted
+                # as deleted (nor sent again: on a versioned bucket that makes another marker)
+                failed[key] = f"s3://{bucket}/{key}: S3's answer named it neither deleted nor failed"
             elif code in RETRYABLE_CODES and attempt + 1 < max_attempts:
                 retry.append(key)
             else:
