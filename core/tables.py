@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 
 from core.errors import InventoryTableError, spark_error_summary
 from core.paths import StorageLocation
-from core.session import INTERPRETED_UP_TO_OBJECTS, local_frame, session_default
+from core.session import INTERPRETED_UP_TO_OBJECTS, interpreted_while, local_frame, session_default
 
 log = logging.getLogger("inventory_vacuum")
 
@@ -316,7 +316,10 @@ def append_run_rows(
         # a history table written by an older version gains the new columns; any other table
         # at that location is never reshaped (the append then fails and warns)
         append_to_own_table(
-            local_frame(spark, rows, schema), location, lambda: _is_history_table(spark, location)
+            local_frame(spark, rows, schema),
+            location,
+            lambda: _is_history_table(spark, location),
+            few_rows=True,
         )
     except Exception as error:  # the run itself is done; a history failure must not hide its result
         log.warning(
@@ -329,8 +332,11 @@ def append_run_rows(
     return True
 
 
-def append_to_own_table(rows: DataFrame, location: str, ours: Callable[[], bool]) -> None:
-    """Append ``rows`` to the Delta table at ``location`` (created on first use). When Delta refuses
+def append_to_own_table(
+    rows: DataFrame, location: str, ours: Callable[[], bool], *, few_rows: bool = False
+) -> None:
+    """Append ``rows`` to the Delta table at ``location`` (created on first use), its commit
+    sized by :func:`own_table_commit` (``few_rows``: a history's rows, not a ledger's). When Delta refuses
     them for their schema (a table of the tool's that an older version wrote lacks the newer
     columns) and ``ours()`` says the table is the tool's, they are appended again with
     ``mergeSchema``, which adds the columns; another table there is never reshaped, and its
@@ -340,12 +346,13 @@ def append_to_own_table(rows: DataFrame, location: str, ours: Callable[[], bool]
     on every run (5 more requests to S3 an append to the history, 3 of them LISTs, on the local
     S3) for the rare run that meets an older table."""
     writer = rows.write.format("delta").mode("append")
-    try:
-        writer.save(location)
-    except Exception as error:
-        if _SCHEMA_REFUSED not in str(error) or not ours():
-            raise
-        writer.option("mergeSchema", "true").save(location)
+    with own_table_commit(rows.sparkSession, location, few_rows=few_rows):
+        try:
+            writer.save(location)
+        except Exception as error:
+            if _SCHEMA_REFUSED not in str(error) or not ours():
+                raise
+            writer.option("mergeSchema", "true").save(location)
 
 
 # Delta's refusal of an append whose columns the table lacks (DELTA_METADATA_MISMATCH, 3.3 to 4.4)
@@ -381,9 +388,39 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
         actions = checkpoint_actions(location)
     except Exception:  # only a size: an unreadable checkpoint counts as none
         actions = None
+    return _partitions_for(actions, default_parallelism)
+
+
+def _partitions_for(actions: int | None, default_parallelism: int) -> int:
+    """:func:`snapshot_partitions` of a table whose checkpoint holds ``actions`` (None: none)."""
     if actions is None:
         return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, default_parallelism))
     return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))
+
+
+@contextmanager
+def own_table_commit(spark: SparkSession, location: str, *, few_rows: bool) -> Iterator[None]:
+    """While the block appends to the tool's own table at ``location`` (a run history, the
+    deletion ledger) on ``spark``: Delta, which rebuilds the table's whole snapshot state at every
+    tenth commit to write a checkpoint, does so in partitions sized to the table's log
+    (:func:`snapshot_partitions`) and, when the block writes ``few_rows`` and the log is small
+    (:func:`small_log`), on Spark's interpreted evaluation. One read of the table's
+    ``_delta_log/_last_checkpoint`` tells both; settings of the job's (or the session's) win
+    (:func:`~core.session.session_default`, :func:`~core.session.interpreted_while`), and
+    ``spark`` has its own back after. Neither changes what Delta writes or reads.
+
+    The run's own session has no size of its own: a history append whose commit wrote a
+    checkpoint rebuilt the state of a log of 100 commits in Delta's default 50 tasks, with
+    generated code."""
+    try:
+        actions = checkpoint_actions(StorageLocation.parse(location, what="table"))
+        read = True
+    except Exception:  # only a size: Delta's own settings then
+        actions, read = None, False
+    partitions = str(_partitions_for(actions, spark.sparkContext.defaultParallelism))
+    small = few_rows and read and (actions is None or actions <= INTERPRETED_UP_TO_OBJECTS)
+    with session_default(spark, SNAPSHOT_PARTITIONS, partitions), interpreted_while(spark, small):
+        yield
 
 
 def checkpoint_actions(location: StorageLocation) -> int | None:
