@@ -1283,21 +1283,20 @@ def test_the_tools_older_tables_gain_the_new_columns_and_another_table_is_never_
 def test_the_history_s_checkpoint_commit_rebuilds_its_state_sized_to_the_table(spark, tmp_path):
     """Delta rebuilds a table's whole state at every tenth commit to write a checkpoint. An append
     to the tool's own table does so in partitions sized to that table (no checkpoint yet: the
-    cluster's parallelism), not in Delta's 50 on a session of no size, and a history's few rows
-    on Spark's interpreted evaluation; the session has its own settings back after."""
-    from core.session import INTERPRETED, job_group
+    cluster's parallelism), not in Delta's 50 on a session of no size; the session has its own
+    setting back after, and a session's own setting is kept."""
+    from core.session import job_group
     from core.tables import SNAPSHOT_PARTITIONS, VACUUM_RUNS_SCHEMA, append_run_rows, own_table_commit
 
     history = f"file://{tmp_path}/history"
     configured = spark.conf.get(SNAPSHOT_PARTITIONS)  # the suite's session sets it, as a job may
-    spark.conf.unset(SNAPSHOT_PARTITIONS)
     parallelism = spark.sparkContext.defaultParallelism
-    settings = (SNAPSHOT_PARTITIONS, *(setting for setting, _ in INTERPRETED))
+    with own_table_commit(spark, history):
+        assert spark.conf.get(SNAPSHOT_PARTITIONS) == configured
+    spark.conf.unset(SNAPSHOT_PARTITIONS)
     try:
-        with own_table_commit(spark, history, few_rows=True):
-            assert [spark.conf.get(s) for s in settings] == [str(parallelism), "false", "NO_CODEGEN"]
-        with own_table_commit(spark, history, few_rows=False):  # a ledger's rows: generated code
-            assert [spark.conf.get(s, None) for s in settings] == [str(parallelism), None, None]
+        with own_table_commit(spark, history):
+            assert spark.conf.get(SNAPSHOT_PARTITIONS) == str(parallelism)
         for number in range(10):  # versions 0 to 9
             assert append_run_rows(spark, history, VACUUM_RUNS_SCHEMA, f"r{number}", [{"table": "t"}])
         with job_group(spark, "checkpoint-commit"):
@@ -1311,6 +1310,6 @@ def test_the_history_s_checkpoint_commit_rebuilds_its_state_sized_to_the_table(s
             if tracker.getStageInfo(stage) is not None
         ]
         assert tasks and max(tasks) <= parallelism < 50
-        assert [spark.conf.get(s, None) for s in settings] == [None, None, None]
+        assert spark.conf.get(SNAPSHOT_PARTITIONS, None) is None
     finally:
         spark.conf.set(SNAPSHOT_PARTITIONS, configured)
