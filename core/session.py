@@ -420,13 +420,6 @@ def build_spark_session(
         builder = builder.config("spark.jars", ",".join(cached))
     elif resolving:
         builder = builder.config("spark.jars.packages", ",".join(jvm_packages()))
-    # the S3 model loads while the JVM starts (Python waits on it), and is loaded when this returns
-    if starting:
-        from core.s3 import load_client_model
-
-        model = load_client_model()
-    else:
-        model = None
     try:
         with (
             _jvm_output_to(None if _jvm_running() else os.environ.get("INVENTORY_VACUUM_JVM_LOG")),
@@ -451,9 +444,10 @@ def build_spark_session(
                 file=sys.stderr,
             )
         raise
-    finally:
-        if model is not None:
-            model.join()
+    if starting:
+        from core.s3 import load_client_model
+
+        load_client_model()  # the S3 model loads while the driver waits on the JVM
     if starting and spark._jvm is not None:
         # a few facts of the JVM's own options (not all of them: a user's may hold a secret)
         started_with = [

@@ -246,7 +246,8 @@ def delete_keys(
     object is deleted (on a versioned bucket S3 then makes a delete marker, whose version id is
     returned in ``delete_markers``). The request is not Quiet: S3 names each key it deleted, and
     the marker it made, only in a verbose answer. A key counts as deleted only when the answer
-    names it so (or names it gone already); one it names neither way is failed, with that reason.
+    names it so (or names it gone already); one it names neither way is failed, with that reason
+    (whether it is gone is then unknown; S3 names every key of a verbose answer).
     ``slowed`` is set at the first answer worth a retry (SlowDown, InternalError, a dropped
     connection).
     """
@@ -329,7 +330,10 @@ def delete_keys(
             elif problem is None:
                 # a verbose answer names every key it was sent; one it leaves out is not counted
                 # as deleted (nor sent again: on a versioned bucket that makes another marker)
-                failed[key] = f"s3://{bucket}/{key}: S3's answer named it neither deleted nor failed"
+                failed[key] = (
+                    f"s3://{bucket}/{key}: S3's answer named it neither deleted nor failed: "
+                    "whether it is gone is unknown"
+                )
             elif code in RETRYABLE_CODES and attempt + 1 < max_attempts:
                 retry.append(key)
             else:
