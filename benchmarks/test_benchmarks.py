@@ -27,6 +27,7 @@ from benchmarks.s3_server import (
     put_objects,
 )
 from benchmarks.synthetic_table import GARBAGE, LIVE, PLACEHOLDER, Shares, SyntheticTable, plan_files
+from core.s3 import wait_for_client_model
 
 pytestmark = pytest.mark.spark_independent
 
@@ -81,6 +82,7 @@ def server() -> Iterator[BenchmarkS3Server]:
 
 
 def test_indexed_listing_answers_as_moto_does(server: BenchmarkS3Server) -> None:
+    wait_for_client_model()  # a Spark session of the same process may be building its first client
     s3 = boto3.client("s3", endpoint_url=server.endpoint)
     s3.create_bucket(Bucket="bench-index-check")
     rng = random.Random(3)
@@ -104,6 +106,7 @@ def test_indexed_listing_answers_as_moto_does(server: BenchmarkS3Server) -> None
 
 
 def test_list_pages_are_capped_and_counted_by_area(server: BenchmarkS3Server) -> None:
+    wait_for_client_model()  # a Spark session of the same process may be building its first client
     s3 = boto3.client("s3", endpoint_url=server.endpoint)
     s3.create_bucket(Bucket="bench-area-check")
     server.watch_table("bench-area-check", "w/t")
@@ -125,6 +128,7 @@ def test_list_pages_are_capped_and_counted_by_area(server: BenchmarkS3Server) ->
 def test_restore_puts_the_table_back(server: BenchmarkS3Server) -> None:
     from datetime import datetime, timezone
 
+    wait_for_client_model()  # a Spark session of the same process may be building its first client
     s3 = boto3.client("s3", endpoint_url=server.endpoint)
     s3.create_bucket(Bucket="bench-restore-check")
     table = SyntheticTable(

@@ -40,9 +40,7 @@ def s3_client(
     ``own_retries`` botocore makes one attempt per call and the caller retries. ``connections``:
     the calls the caller makes at once from threads of its own, when more than botocore's 10.
     """
-    loading = _model_loading
-    if loading is not None and loading is not threading.current_thread():
-        loading.join()  # one client built at a time (load_client_model)
+    wait_for_client_model()
     settings = settings or {}
     config = _SINGLE_ATTEMPT_CONFIG if own_retries else _CLIENT_CONFIG
     if connections > (config.max_pool_connections or 10):
@@ -57,14 +55,16 @@ def s3_client(
 
 def load_client_model() -> None:
     """Start building one client of the default boto3 session on a daemon thread; until it ends,
-    :func:`s3_client` on any other thread waits for it, so no two clients are built at once.
+    :func:`s3_client` on any other thread waits for it (:func:`wait_for_client_model`), so no two
+    clients of that session are built at once.
 
     A process's first client reads botocore's S3 model and endpoint rules, about 80 ms of CPU;
     later clients of the same session reuse them and take a few ms. A job starts this once its JVM
-    is up (no fork follows: PySpark starts the JVM with a ``preexec_fn``, which is unsafe beside
-    other threads), so that it runs while the driver waits on the JVM: a one-table vacuum's two
-    threads each built their first client at once, 0.17 s each on a 2-core machine. A failure (no
-    region, a bad variable) is left to the job's own first client to report."""
+    is up (PySpark starts the JVM with a ``preexec_fn``, unsafe beside other threads; the tool
+    starts no other process that way), so that it runs while the driver waits on the JVM: a
+    one-table vacuum's two threads each built their first client at once, 0.17 s each on a
+    2-core machine. A failure (no region, a bad variable) is left to the job's own first client to
+    report."""
     global _model_loading
 
     def build() -> None:
@@ -74,8 +74,18 @@ def load_client_model() -> None:
     if _model_loading is not None:
         return
     thread = threading.Thread(target=build, name="inventory-vacuum boto3 model", daemon=True)
-    _model_loading = thread
     thread.start()
+    _model_loading = thread
+
+
+def wait_for_client_model() -> None:
+    """Wait until :func:`load_client_model`'s client is built (at once when none is being built,
+    and on its own thread). Whoever builds a client of the default boto3 session other than with
+    :func:`s3_client` calls this first: botocore does not build two of a session's first clients
+    at once safely."""
+    loading = _model_loading
+    if loading is not None and loading is not threading.current_thread():
+        loading.join()
 
 
 _model_loading: threading.Thread | None = None

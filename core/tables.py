@@ -396,19 +396,23 @@ def own_table_commit(spark: SparkSession, location: str) -> Iterator[None]:
     deletion ledger) on ``spark``, Delta, which rebuilds the table's whole snapshot state at every
     tenth commit to write a checkpoint, does so in partitions sized to the table's log
     (:func:`snapshot_partitions`: one read of its ``_delta_log/_last_checkpoint``). A setting of
-    the job's (or the session's: a table's session has its table's) wins
-    (:func:`~core.session.session_default`), and ``spark`` has its own back after. It changes how
-    Delta partitions its log replay, never what it writes or reads.
+    the job's or of the session's wins (:func:`~core.session.session_default`): a vacuum appends its
+    ledger rows on the vacuumed table's session, which has that table's size. ``spark`` has its own
+    setting back after. It changes how Delta partitions its log replay, never what it writes or
+    reads.
 
     The run's own session has no size of its own: in a one-table dry run on the table and local
     S3 of ``benchmarks/one_table.py`` (Java 17), a history append whose commit wrote the table's
     first checkpoint rebuilt its state in Delta's default 50 tasks and took 6.0 and 5.9 s, against
     about 0.55 s for an append that wrote none; sized, 1.9 and 2.0 s (two runs each, in turn; the
     runs took 15.6 and 15.1 s against 10.9 and 11.2 s)."""
-    partitions = snapshot_partitions(
-        StorageLocation.parse(location, what="table"), spark.sparkContext.defaultParallelism
-    )
-    with session_default(spark, SNAPSHOT_PARTITIONS, str(partitions)):
+    try:
+        parsed = StorageLocation.parse(location, what="table")
+    except Exception:  # only a size: Delta's own setting then, and the append reports the location
+        partitions = None
+    else:
+        partitions = str(snapshot_partitions(parsed, spark.sparkContext.defaultParallelism))
+    with session_default(spark, SNAPSHOT_PARTITIONS, partitions):
         yield
 
 

@@ -94,6 +94,9 @@ def spark(s3_endpoint: str):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def s3(s3_endpoint: str):  # type: ignore[no-untyped-def]
+    from core.s3 import wait_for_client_model
+
+    wait_for_client_model()  # the session's own first client may be being built
     return boto3.client("s3")
 
 

@@ -1291,10 +1291,11 @@ def test_the_history_s_checkpoint_commit_rebuilds_its_state_sized_to_the_table(s
     history = f"file://{tmp_path}/history"
     configured = spark.conf.get(SNAPSHOT_PARTITIONS)  # the suite's session sets it, as a job may
     parallelism = spark.sparkContext.defaultParallelism
-    with own_table_commit(spark, history):
-        assert spark.conf.get(SNAPSHOT_PARTITIONS) == configured
-    spark.conf.unset(SNAPSHOT_PARTITIONS)
     try:
+        spark.conf.set(SNAPSHOT_PARTITIONS, "7")  # not the size own_table_commit would choose
+        with own_table_commit(spark, history):
+            assert spark.conf.get(SNAPSHOT_PARTITIONS) == "7"
+        spark.conf.unset(SNAPSHOT_PARTITIONS)
         with own_table_commit(spark, history):
             assert spark.conf.get(SNAPSHOT_PARTITIONS) == str(parallelism)
         for number in range(10):  # versions 0 to 9
@@ -1313,3 +1314,18 @@ def test_the_history_s_checkpoint_commit_rebuilds_its_state_sized_to_the_table(s
         assert spark.conf.get(SNAPSHOT_PARTITIONS, None) is None
     finally:
         spark.conf.set(SNAPSHOT_PARTITIONS, configured)
+
+
+def test_the_session_builds_the_first_s3_client_once_its_jvm_is_up(spark):
+    """The session that started the JVM built the process's first S3 client on a thread of its
+    own; a client built anywhere else waits for it, and the thread does not wait for itself."""
+    import threading
+
+    from core import s3 as s3_module
+
+    loading = s3_module._model_loading
+    assert isinstance(loading, threading.Thread) and loading.name == "inventory-vacuum boto3 model"
+    s3_module.wait_for_client_model()
+    assert not loading.is_alive()
+    s3_module.load_client_model()  # once a process: a second call starts nothing
+    assert s3_module._model_loading is loading

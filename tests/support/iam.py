@@ -90,6 +90,9 @@ def enforce_iam(endpoint: str, enforce: bool) -> None:
 
 
 def client(service: str, endpoint: str, key: str, secret: str) -> Any:
+    from core.s3 import wait_for_client_model
+
+    wait_for_client_model()  # the session's own first client may be being built
     return boto3.client(
         service,
         endpoint_url=endpoint,
