@@ -316,9 +316,7 @@ def append_run_rows(
         # a history table written by an older version gains the new columns; any other table
         # at that location is never reshaped (the append then fails and warns)
         append_to_own_table(
-            local_frame(spark, rows, schema),
-            location,
-            lambda: _is_history_table(spark, location),
+            local_frame(spark, rows, schema), location, lambda: _is_history_table(spark, location)
         )
     except Exception as error:  # the run itself is done; a history failure must not hide its result
         log.warning(
@@ -332,8 +330,7 @@ def append_run_rows(
 
 
 def append_to_own_table(rows: DataFrame, location: str, ours: Callable[[], bool]) -> None:
-    """Append ``rows`` to the Delta table at ``location`` (created on first use), its commit
-    sized by :func:`own_table_commit`. When Delta refuses
+    """Append ``rows`` to the Delta table at ``location`` (created on first use). When Delta refuses
     them for their schema (a table of the tool's that an older version wrote lacks the newer
     columns) and ``ours()`` says the table is the tool's, they are appended again with
     ``mergeSchema``, which adds the columns; another table there is never reshaped, and its
@@ -343,7 +340,14 @@ def append_to_own_table(rows: DataFrame, location: str, ours: Callable[[], bool]
     on every run (5 more requests to S3 an append to the history, 3 of them LISTs, on the local
     S3) for the rare run that meets an older table."""
     writer = rows.write.format("delta").mode("append")
-    with own_table_commit(rows.sparkSession, location):
+    # At every tenth commit Delta rebuilds the table's whole state to write a checkpoint, in the
+    # snapshot partitions of the session: sized to this table (snapshots_sized) unless the job or
+    # the session has a size (a vacuum appends its ledger rows on the vacuumed table's session,
+    # which keeps that table's). In a one-table dry run on the table and local S3 of
+    # benchmarks/one_table.py (Java 17), a history append whose commit wrote the table's first
+    # checkpoint took 6.0 and 5.9 s in Delta's default 50 tasks, against about 0.55 s for an
+    # append that wrote none; sized, 1.9 and 2.0 s (two runs each, in turn)
+    with snapshots_sized(rows.sparkSession, [location]):
         try:
             writer.save(location)
         except Exception as error:
@@ -388,32 +392,6 @@ def snapshot_partitions(location: StorageLocation, default_parallelism: int) -> 
     if actions is None:
         return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, default_parallelism))
     return max(1, min(_DELTA_DEFAULT_SNAPSHOT_PARTITIONS, -(-actions // _ACTIONS_PER_SNAPSHOT_PARTITION)))
-
-
-@contextmanager
-def own_table_commit(spark: SparkSession, location: str) -> Iterator[None]:
-    """While the block appends to the tool's own table at ``location`` (a run history, the
-    deletion ledger) on ``spark``, Delta, which rebuilds the table's whole snapshot state at every
-    tenth commit to write a checkpoint, does so in partitions sized to the table's log
-    (:func:`snapshot_partitions`: one read of its ``_delta_log/_last_checkpoint``). A setting of
-    the job's or of the session's wins (:func:`~core.session.session_default`): a vacuum appends its
-    ledger rows on the vacuumed table's session, which has that table's size. ``spark`` has its own
-    setting back after. It changes how Delta partitions its log replay, never what it writes or
-    reads.
-
-    The run's own session has no size of its own: in a one-table dry run on the table and local
-    S3 of ``benchmarks/one_table.py`` (Java 17), a history append whose commit wrote the table's
-    first checkpoint rebuilt its state in Delta's default 50 tasks and took 6.0 and 5.9 s, against
-    about 0.55 s for an append that wrote none; sized, 1.9 and 2.0 s (two runs each, in turn; the
-    runs took 15.6 and 15.1 s against 10.9 and 11.2 s)."""
-    try:
-        parsed = StorageLocation.parse(location, what="table")
-    except Exception:  # only a size: Delta's own setting then, and the append reports the location
-        partitions = None
-    else:
-        partitions = str(snapshot_partitions(parsed, spark.sparkContext.defaultParallelism))
-    with session_default(spark, SNAPSHOT_PARTITIONS, partitions):
-        yield
 
 
 def checkpoint_actions(location: StorageLocation) -> int | None:
@@ -471,7 +449,8 @@ def snapshots_sized(spark: SparkSession, tables: Sequence[str | None]) -> Iterat
     The ingest and the chargeback read the snapshots of the tool's tables several times (an
     ingest: the last counts, the partition it replaces, the commit, the read-back); at Delta's
     default each is 50 tasks for a log of a few hundred actions, most of whose time goes to
-    generating code. The setting changes how Delta partitions its log replay, never what a
+    generating code. Every append to a table of the tool's is sized so too
+    (:func:`append_to_own_table`: the checkpoint of every tenth commit). The setting changes how Delta partitions its log replay, never what a
     snapshot holds. It is the session's while the block runs: other threads on the same session
     see it too (it is put back only if it is still the one set here).
     """

@@ -1286,17 +1286,17 @@ def test_the_history_s_checkpoint_commit_rebuilds_its_state_sized_to_the_table(s
     cluster's parallelism), not in Delta's 50 on a session of no size; the session has its own
     setting back after, and a session's own setting is kept."""
     from core.session import job_group
-    from core.tables import SNAPSHOT_PARTITIONS, VACUUM_RUNS_SCHEMA, append_run_rows, own_table_commit
+    from core.tables import SNAPSHOT_PARTITIONS, VACUUM_RUNS_SCHEMA, append_run_rows, snapshots_sized
 
     history = f"file://{tmp_path}/history"
     configured = spark.conf.get(SNAPSHOT_PARTITIONS)  # the suite's session sets it, as a job may
     parallelism = spark.sparkContext.defaultParallelism
     try:
-        spark.conf.set(SNAPSHOT_PARTITIONS, "7")  # not the size own_table_commit would choose
-        with own_table_commit(spark, history):
+        spark.conf.set(SNAPSHOT_PARTITIONS, "7")  # not the size snapshots_sized would choose
+        with snapshots_sized(spark, [history]):
             assert spark.conf.get(SNAPSHOT_PARTITIONS) == "7"
         spark.conf.unset(SNAPSHOT_PARTITIONS)
-        with own_table_commit(spark, history):
+        with snapshots_sized(spark, [history]):
             assert spark.conf.get(SNAPSHOT_PARTITIONS) == str(parallelism)
         for number in range(10):  # versions 0 to 9
             assert append_run_rows(spark, history, VACUUM_RUNS_SCHEMA, f"r{number}", [{"table": "t"}])
