@@ -598,7 +598,8 @@ def recorded_java(machine_figures: Any) -> str | None:
 
 
 def code_version() -> str:
-    """The commit the benchmark ran, and whether tracked files differed from it."""
+    """The commit the benchmark ran, and whether tracked files outside ``benchmarks/results``
+    differed from it (a result an earlier benchmark of the same sitting wrote is not code)."""
     repository = Path(__file__).resolve().parent.parent
     try:
         head, dirty = (
@@ -607,7 +608,7 @@ def code_version() -> str:
             ).stdout.strip()
             for arguments in (
                 ["rev-parse", "--short", "HEAD"],
-                ["status", "--porcelain", "--untracked-files=no"],
+                ["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results"],
             )
         )
     except OSError:  # no git on the machine
