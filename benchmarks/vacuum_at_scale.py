@@ -599,7 +599,7 @@ def recorded_java(machine_figures: Any) -> str | None:
 
 def code_version() -> str:
     """The commit the benchmark ran, and whether tracked files outside ``benchmarks/results``
-    differed from it (a result an earlier benchmark of the same sitting wrote is not code)."""
+    differed from it (a result file an earlier benchmark wrote is not code)."""
     repository = Path(__file__).resolve().parent.parent
     try:
         head, dirty = (
