@@ -450,9 +450,10 @@ def snapshots_sized(spark: SparkSession, tables: Sequence[str | None]) -> Iterat
     ingest: the last counts, the partition it replaces, the commit, the read-back); at Delta's
     default each is 50 tasks for a log of a few hundred actions, most of whose time goes to
     generating code. Every append to a table of the tool's is sized so too
-    (:func:`append_to_own_table`: the checkpoint of every tenth commit). The setting changes how Delta partitions its log replay, never what a
-    snapshot holds. It is the session's while the block runs: other threads on the same session
-    see it too (it is put back only if it is still the one set here).
+    (:func:`append_to_own_table`: the checkpoint of every tenth commit). The setting changes how
+    Delta partitions its log replay, never what a snapshot holds. It is the session's while the
+    block runs: other threads on the same session see it too (it is put back only if it is still
+    the one set here).
     """
     partitions = None if snapshot_sized_by_user(spark) else _most_partitions(spark, tables)
     with session_default(spark, SNAPSHOT_PARTITIONS, None if partitions is None else str(partitions)):
