@@ -633,9 +633,9 @@ def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
         "date=2024-01-09/../../part-0.parquet",  # climbs out of the table
     ]
     live = spark.createDataFrame(
-        [(path, 1, 10, None, False, None) for path in [*inside, *outside]],
+        [(path, 1, 10, None, False, None, False) for path in [*inside, *outside]],
         "path string, size long, modificationTime long, deletionTimestamp long, tombstone boolean, "
-        "deletionVectorPath string",
+        "deletionVectorPath string, deletionVectorVacuumFails boolean",
     )
     candidates = spark.createDataFrame(
         [(f"s3a://lake/w/events/{relative}",) for relative in inside.values()]
@@ -719,6 +719,74 @@ def test_the_slice_counts_count_each_live_file_once_and_each_slice_object_by_the
     empty = spark.createDataFrame([], "relative_path string")
     counts = slice_counts(classified, empty, live, taken_at, table, cut_off)
     assert (counts.eligible, counts.covered, counts.unneeded) == (5, 0, 0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_slice_counts_agree_with_a_count_by_hand_over_random_logs_and_slices(spark, seed):
+    """The slice counts join the log's files and the slice once, on grouped paths: over random
+    logs (paths named by several rows, by their URI inside and outside the table, encoded;
+    tombstones on either side of the cut-off; shared and failing deletion vectors; files older and
+    younger than the inventory) and slices (duplicates, garbage), every count is the one a plain
+    reading of its definition gives."""
+    import random
+
+    from vacuum.plan import slice_counts
+
+    table = state("s3a://lake/w/events")
+    # each way the log may name a file -> (the relative path a reader opens, or None outside the
+    # table; whether the path is in the form Delta and the tool read alike)
+    forms = {}
+    for n in range(12):
+        forms[f"date=1/p{n}.parquet"] = (f"date=1/p{n}.parquet", True)
+        forms[f"s3a://lake/w/events/date=1/p{n}.parquet"] = (f"date=1/p{n}.parquet", False)
+        forms[f"date=1/p%20{n}.parquet"] = (f"date=1/p {n}.parquet", True)
+        forms[f"s3://source/w/events/date=1/p{n}.parquet"] = (None, False)
+    vectors = {f"deletion_vector_{n}.bin": (f"deletion_vector_{n}.bin", True) for n in range(4)}
+    vectors["s3a://lake/w/events/deletion_vector_9.bin"] = ("deletion_vector_9.bin", False)
+    rng = random.Random(seed)
+    taken_at, cut_off = 100, 1_000
+    rows = []
+    for _ in range(80):
+        tombstone = rng.random() < 0.4
+        rows.append(
+            (
+                rng.choice(list(forms)),
+                1,
+                None if tombstone else rng.choice([50, 99, 100, 150]),
+                rng.choice([900, 1_000, 1_100]) if tombstone else None,
+                tombstone,
+                rng.choice([None, None, *vectors]),
+                rng.random() < 0.05,
+            )
+        )
+    relatives = sorted({r for r, _ in [*forms.values(), *vectors.values()] if r})
+    listed = [rng.choice([*relatives, "junk.parquet", "date=1/junk.parquet"]) for _ in range(50)]
+    live = spark.createDataFrame(
+        rows,
+        "path string, size long, modificationTime long, deletionTimestamp long, tombstone boolean, "
+        "deletionVectorPath string, deletionVectorVacuumFails boolean",
+    )
+    slice_frame = spark.createDataFrame([(path,) for path in listed], "relative_path string")
+    classified = spark.createDataFrame([], "relative_path string, kept_reason string, nested_root string")
+
+    def relative(path):
+        return {**forms, **vectors}[path][0]
+
+    needed = [r for r in rows if not r[4] or r[3] >= cut_off]
+    eligible = [r for r in rows if not r[4] and r[2] < taken_at and relative(r[0])]
+    needed_paths = {relative(p) for r in needed for p in (r[0], r[5]) if p and relative(p)}
+    other_forms = [
+        r for r in needed if not (forms[r[0]][1] and not r[6] and (r[5] is None or vectors[r[5]][1]))
+    ]
+    counts = slice_counts(classified, slice_frame, live, taken_at, table, cut_off)
+    assert (counts.eligible, counts.covered) == (
+        len(eligible),
+        sum(1 for r in eligible if relative(r[0]) in listed),
+    )
+    assert counts.unneeded == sum(1 for path in listed if path not in needed_paths)
+    assert counts.needed_in_other_forms == len(other_forms)
+    assert counts.vectors_vacuum_fails_on == sum(1 for r in needed if r[6])
+    assert counts.unneeded > 0 and counts.covered > 0  # the draw exercises both sides
 
 
 def test_a_retention_text_is_parsed_by_one_spark_job_per_process(spark):

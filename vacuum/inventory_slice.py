@@ -146,10 +146,9 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
         slice_frame = read_from_cache(inventory_slice(classified, state).persist())
         try:
             assert ctx.live_files is not None
-            # the snapshot's files, read three times by the counts below and again by the check
-            # of Delta's answer: a small table's are cached at their first read, so the later
-            # queries scan rows rather than plan and evaluate the projection of Delta's state
-            # again (released after that check, or with a table that stops before it: see
+            # the snapshot's files, read by the counts below and again by the check of Delta's
+            # answer: a small table's are cached at their first read, so the later query scans
+            # rows rather than plan and evaluate the projection of Delta's state again (released after that check, or with a table that stops before it: see
             # vacuum.runner). A fixed version's files: the same rows either way. Measured with
             # benchmarks/many_tables.py (24 tables of 1,000 files, --parallel 4, --no-peers),
             # three runs each in turn: 2.45-2.46 s a table without the cache, 2.30-2.40 with it

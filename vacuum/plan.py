@@ -596,7 +596,7 @@ PLAIN_RELATIVE_PATH = rf"^{_PLAIN_FIRST}{_PLAIN_NEXT}*(/{_PLAIN_FIRST}{_PLAIN_NE
 def needed_files(files: DataFrame, state: TableState, retained_since_millis: int | None) -> DataFrame:
     """``relative_path`` of every file inside the table that a version inside the retention window
     reads: the snapshot's live files, its tombstones removed at or after ``retained_since_millis``
-    (all of them when None) and the files holding their deletion vectors, in the decoded form of
+    (none of them when None) and the files holding their deletion vectors, in the decoded form of
     the inventory's relative paths. ``files`` is :func:`~vacuum.snapshot.load_table_state`'s."""
     return (
         files.where(_needed(retained_since_millis))
@@ -617,23 +617,84 @@ def coverage_counts(
     """(live files of the table older than the inventory, how many of them the slice lists), in
     one job. A file recorded by its absolute URI counts when it lies inside the table; one
     outside (a shallow clone's source) is not the table's to list."""
-    row = _coverage(live_files, slice_frame, taken_at_millis, state).first()
+    row = _file_counts(live_files, slice_frame, taken_at_millis, state, None).first()
     assert row is not None
     return int(row["eligible"]), int(row["covered"])
 
 
-def _coverage(
-    live_files: DataFrame, slice_frame: DataFrame, taken_at_millis: int, state: TableState
+def _file_counts(
+    live_files: DataFrame,
+    slice_frame: DataFrame,
+    taken_at_millis: int,
+    state: TableState,
+    retained_since_millis: int | None,
 ) -> DataFrame:
-    """One row: :func:`coverage_counts`'s ``eligible`` and ``covered``."""
-    eligible = (
-        live_files.where(~F.col("tombstone") & (F.col("modificationTime") < taken_at_millis))
-        .select(live_relative_path(state).alias("relative_path"))
-        .where(F.col("relative_path").isNotNull())
+    """One row of what :class:`SliceCounts` counts of the snapshot's files and the slice:
+    ``eligible`` and ``covered`` (:func:`coverage_counts`), ``unneeded`` (the slice's objects,
+    each of them, whose path no :func:`needed_files` row with ``retained_since_millis`` has),
+    ``other_forms`` and ``vectors_vacuum_fails_on`` (needed rows of the log, each once).
+
+    One scan of the snapshot's files and one of the slice, each grouped by the relative path,
+    and one join of the two groupings on it: a needed row gives its file's path (flagged
+    eligible when it is a live file older than the inventory: every live file is needed) and its
+    deletion vector's file, both in the decoded form of the slice's relative paths; the row's own
+    counts ride on its file's path, so each row counts once. A path outside the table (null)
+    joins nothing: it counts toward the row's forms, not toward the coverage."""
+    needed = live_files.where(_needed(retained_since_millis))
+    # a vector Delta's VACUUM fails on is no form it reads alike either (nor one the tool can name)
+    plain = (
+        F.col("path").rlike(PLAIN_RELATIVE_PATH)
+        & ~F.col("deletionVectorVacuumFails")
+        & (F.col("deletionVectorPath").isNull() | F.col("deletionVectorPath").rlike(PLAIN_RELATIVE_PATH))
     )
-    listed = slice_frame.select("relative_path", F.lit(True).alias("listed")).distinct()
-    return eligible.join(listed, "relative_path", "left").agg(
-        F.count(F.lit(1)).alias("eligible"), F.count(F.col("listed")).alias("covered")
+    eligible = ~F.col("tombstone") & (F.col("modificationTime") < taken_at_millis)
+    no = F.lit(False)
+    paths = (
+        needed.select(
+            F.explode(
+                F.array(
+                    F.struct(
+                        F.col("path").alias("path"),
+                        eligible.alias("eligible"),
+                        (~plain).alias("other_form"),
+                        F.col("deletionVectorVacuumFails").alias("vector_fails"),
+                    ),
+                    F.struct(
+                        F.col("deletionVectorPath").alias("path"),
+                        no.alias("eligible"),
+                        no.alias("other_form"),
+                        no.alias("vector_fails"),
+                    ),
+                )
+            ).alias("file")
+        )
+        .select("file.*")
+        # (a row's own counts stay with it even if it had no path: they are the log's rows)
+        .where(F.col("path").isNotNull() | F.col("other_form") | F.col("vector_fails"))
+        # one expression reads both forms: two copies of it in one generated method pass Java's
+        # 64 KB limit, and Spark would fall back to interpreting it
+        .select(live_relative_path(state).alias("relative_path"), "eligible", "other_form", "vector_fails")
+        .groupBy("relative_path")
+        .agg(
+            F.count(F.lit(1)).alias("needed_rows"),
+            F.count(F.when(F.col("eligible"), F.lit(1))).alias("eligible_rows"),
+            F.count(F.when(F.col("other_form"), F.lit(1))).alias("other_form_rows"),
+            F.count(F.when(F.col("vector_fails"), F.lit(1))).alias("vector_fails_rows"),
+        )
+    )
+    listed = slice_frame.groupBy("relative_path").agg(F.count(F.lit(1)).alias("slice_objects"))
+    inside = F.col("relative_path").isNotNull()  # a needed path's own group joins no slice row
+    joined = paths.join(listed, "relative_path", "full")
+    return joined.agg(
+        F.coalesce(F.sum(F.when(inside, F.col("eligible_rows"))), F.lit(0)).alias("eligible"),
+        F.coalesce(
+            F.sum(F.when(inside & F.col("slice_objects").isNotNull(), F.col("eligible_rows"))), F.lit(0)
+        ).alias("covered"),
+        F.coalesce(F.sum(F.when(F.col("needed_rows").isNull(), F.col("slice_objects"))), F.lit(0)).alias(
+            "unneeded"
+        ),
+        F.coalesce(F.sum("other_form_rows"), F.lit(0)).alias("other_forms"),
+        F.coalesce(F.sum("vector_fails_rows"), F.lit(0)).alias("vectors_vacuum_fails_on"),
     )
 
 
@@ -674,6 +735,8 @@ _COUNT_ROW_COLUMNS = {
     "objects": "long",
     "eligible": "long",
     "covered": "long",
+    "unneeded": "long",
+    "other_forms": "long",
     "vectors_vacuum_fails_on": "long",
 }
 
@@ -704,42 +767,20 @@ def slice_counts(
     needed files logged in another form than PLAIN_RELATIVE_PATH's or with a deletion vector
     Delta's VACUUM fails on (:func:`~vacuum.snapshot.deletion_vector_vacuum_fails`): the
     aggregations in one Spark job, a union of their rows (a job per aggregation would cost a small
-    table as much as the aggregation itself)."""
+    table as much as the aggregation itself), the snapshot's files read once
+    (:func:`_file_counts`)."""
     kept = _count_row(
         classified.where(F.col("kept_reason").isNotNull())
         .groupBy("kept_reason", "nested_root")
         .agg(F.count(F.lit(1)).alias("objects")),
         "kept",
     )
-    coverage = _count_row(_coverage(live_files, slice_frame, taken_at_millis, state), "coverage")
-    # a needed file named twice (a deletion vector's file that several files share) matches a
-    # slice object twice: that object is needed all the same, and only those that match none count
-    needed = needed_files(live_files, state, retained_since_millis).withColumn("needed", F.lit(True))
-    unneeded = _count_row(
-        slice_frame.select("relative_path")
-        .join(needed, "relative_path", "left")
-        .agg(F.count(F.when(F.col("needed").isNull(), F.lit(1))).alias("objects")),
-        "unneeded",
+    files = _count_row(
+        _file_counts(live_files, slice_frame, taken_at_millis, state, retained_since_millis), "files"
     )
-    # a vector Delta's VACUUM fails on is no form it reads alike either (nor one the tool can name)
-    plain = (
-        F.col("path").rlike(PLAIN_RELATIVE_PATH)
-        & ~F.col("deletionVectorVacuumFails")
-        & (F.col("deletionVectorPath").isNull() | F.col("deletionVectorPath").rlike(PLAIN_RELATIVE_PATH))
-    )
-    other_forms = _count_row(
-        live_files.where(_needed(retained_since_millis)).agg(
-            F.count(F.when(~plain, F.lit(1))).alias("objects"),
-            F.count(F.when(F.col("deletionVectorVacuumFails"), F.lit(1))).alias("vectors_vacuum_fails_on"),
-        ),
-        "other_forms",
-    )
-    rows = kept.unionByName(coverage).unionByName(unneeded).unionByName(other_forms).collect()
-    # one row each of coverage, unneeded and other forms: a global aggregation is one row, its
-    # counts never null
-    (counted,) = [row for row in rows if row["row"] == "coverage"]
-    (unneeded_objects,) = [int(row["objects"]) for row in rows if row["row"] == "unneeded"]
-    (other_forms_row,) = [row for row in rows if row["row"] == "other_forms"]
+    rows = kept.unionByName(files).collect()
+    # one row of the files' counts: a global aggregation is one row, and its counts are never null
+    (counted,) = [row for row in rows if row["row"] == "files"]
     return SliceCounts(
         kept={
             (row["kept_reason"], row["nested_root"]): int(row["objects"])
@@ -748,9 +789,9 @@ def slice_counts(
         },
         eligible=int(counted["eligible"]),
         covered=int(counted["covered"]),
-        unneeded=unneeded_objects,
-        needed_in_other_forms=int(other_forms_row["objects"]),
-        vectors_vacuum_fails_on=int(other_forms_row["vectors_vacuum_fails_on"]),
+        unneeded=int(counted["unneeded"]),
+        needed_in_other_forms=int(counted["other_forms"]),
+        vectors_vacuum_fails_on=int(counted["vectors_vacuum_fails_on"]),
     )
 
 

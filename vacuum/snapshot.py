@@ -455,8 +455,8 @@ def live_relative_path(state: TableState, column: str = "path") -> F.Column:
     no relative path: null.
 
     Built once per JVM, table location and column, as :func:`deletion_vector_path` is: a table's
-    plan reads it three times (the coverage, the files a version inside the retention window
-    needs, the check of Delta's answer), and it takes some 120 calls into the JVM to build.
+    plan reads it twice (the counts of the slice, the check of Delta's answer), and it takes some
+    120 calls into the JVM to build.
     """
     return _live_relative_path(SparkContext._gateway, state.qualified_location, column)
 
