@@ -147,11 +147,13 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
         try:
             assert ctx.live_files is not None
             # the snapshot's files, read by the counts below and again by the check of Delta's
-            # answer: a small table's are cached at their first read, so the later query scans
-            # rows rather than plan and evaluate the projection of Delta's state again (released after that check, or with a table that stops before it: see
-            # vacuum.runner). A fixed version's files: the same rows either way. Measured with
-            # benchmarks/many_tables.py (24 tables of 1,000 files, --parallel 4, --no-peers),
-            # three runs each in turn: 2.45-2.46 s a table without the cache, 2.30-2.40 with it
+            # answer: a small table's are cached at their first read, so the check scans rows
+            # rather than plan and evaluate the projection of Delta's state again (released
+            # after that check, or with a table that stops before it: see vacuum.runner). A fixed
+            # version's files: the same rows either way. Measured with benchmarks/many_tables.py
+            # (24 tables of 1,000 files, --parallel 4, --no-peers), three runs each in turn, when
+            # the counts read the files three times: 2.45-2.46 s a table without the cache,
+            # 2.30-2.40 with it; not measured again since the counts read them once
             ctx.live_files = cached_in_one_partition(spark, ctx.live_files)
             assert ctx.retained_since_millis is not None, "the retention is fixed first"
             counts = slice_counts(

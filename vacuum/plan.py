@@ -616,7 +616,9 @@ def coverage_counts(
 ) -> tuple[int, int]:
     """(live files of the table older than the inventory, how many of them the slice lists), in
     one job. A file recorded by its absolute URI counts when it lies inside the table; one
-    outside (a shallow clone's source) is not the table's to list."""
+    outside (a shallow clone's source) is not the table's to list. ``live_files`` has every
+    column of :func:`~vacuum.snapshot.load_table_state`'s files: the counts are
+    :func:`slice_counts`' own (:func:`_file_counts`), of which this reads two."""
     row = _file_counts(live_files, slice_frame, taken_at_millis, state, None).first()
     assert row is not None
     return int(row["eligible"]), int(row["covered"])
@@ -683,7 +685,9 @@ def _file_counts(
         )
     )
     listed = slice_frame.groupBy("relative_path").agg(F.count(F.lit(1)).alias("slice_objects"))
-    inside = F.col("relative_path").isNotNull()  # a needed path's own group joins no slice row
+    # the group of the needed paths outside the table (null) joins no slice row, nor counts as
+    # live files the slice should list
+    inside = F.col("relative_path").isNotNull()
     joined = paths.join(listed, "relative_path", "full")
     return joined.agg(
         F.coalesce(F.sum(F.when(inside, F.col("eligible_rows"))), F.lit(0)).alias("eligible"),
