@@ -769,8 +769,10 @@ def test_the_slice_counts_agree_with_a_count_by_hand_over_random_logs_and_slices
     slice_frame = spark.createDataFrame([(path,) for path in listed], "relative_path string")
     classified = spark.createDataFrame([], "relative_path string, kept_reason string, nested_root string")
 
+    named = {**forms, **vectors}
+
     def relative(path):
-        return {**forms, **vectors}[path][0]
+        return named[path][0]
 
     needed = [r for r in rows if not r[4] or r[3] >= cut_off]
     eligible = [r for r in rows if not r[4] and r[2] < taken_at and relative(r[0])]

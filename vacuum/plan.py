@@ -691,9 +691,9 @@ def _file_counts(
     joined = paths.join(listed, "relative_path", "full")
     return joined.agg(
         F.coalesce(F.sum(F.when(inside, F.col("eligible_rows"))), F.lit(0)).alias("eligible"),
-        F.coalesce(
-            F.sum(F.when(inside & F.col("slice_objects").isNotNull(), F.col("eligible_rows"))), F.lit(0)
-        ).alias("covered"),
+        F.coalesce(F.sum(F.when(F.col("slice_objects").isNotNull(), F.col("eligible_rows"))), F.lit(0)).alias(
+            "covered"
+        ),
         F.coalesce(F.sum(F.when(F.col("needed_rows").isNull(), F.col("slice_objects"))), F.lit(0)).alias(
             "unneeded"
         ),
