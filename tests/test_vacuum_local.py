@@ -644,6 +644,7 @@ def test_a_cached_frame_is_read_from_its_cache_alone_with_the_same_rows(spark):
     other._jdf = own
 
 
+@pytest.mark.line_sensitive  # Spark's checkpoint internals (the plan's LogicalRDD, its RDD)
 def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_nothing(spark):
     """A table whose plan shuffles into one partition reads its inputs in one: the plan's joins
     and aggregations then need no shuffle (a query stage and its tasks each), and its rows are
@@ -651,7 +652,7 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
     from pyspark.sql import functions as F
 
     from vacuum import tuning
-    from vacuum.tuning import cached_in_one_partition, in_one_partition, size_shuffles, unsize_shuffles
+    from vacuum.tuning import checkpointed_in_one_partition, in_one_partition, size_shuffles, unsize_shuffles
 
     session = spark.newSession()
     configured = session.conf.get("spark.sql.maxSinglePartitionBytes")
@@ -677,15 +678,21 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
     assert "Exchange" not in single._jdf.queryExecution().executedPlan().toString()
     assert "Exchange" in joined(False)._jdf.queryExecution().executedPlan().toString()
     assert sorted(single.collect()) == sorted(joined(False).collect())
-    # a frame the table reads several times: in one partition and cached, the same rows, read
-    # from the cache alone (and its cache let go of by release)
-    cached = cached_in_one_partition(session, left)
-    placed = getattr(cached, tuning._CACHED_FRAME)
-    assert placed.storageLevel.useMemory and cached.rdd.getNumPartitions() == 1
-    assert cached._jdf.queryExecution().analyzed().nodeName() == "InMemoryRelation"
-    assert sorted(cached.collect()) == sorted(left.collect())
-    tuning.release(cached)
-    assert not placed.storageLevel.useMemory
+    # a frame the table reads several times: in one partition and checkpointed at its first
+    # read, the same rows, read after that with no plan behind them (no lineage to ship with each
+    # task), let go of by release; read after that, it fails rather than read fewer rows
+    checkpointed = checkpointed_in_one_partition(session, left)
+    rows = getattr(checkpointed, tuning._CHECKPOINTED_ROWS)
+    assert checkpointed._jdf.queryExecution().analyzed().nodeName() == "LogicalRDD"
+    assert checkpointed.rdd.getNumPartitions() == 1
+    assert sorted(checkpointed.collect()) == sorted(left.collect())
+    assert rows.isCheckpointed() and rows.getStorageLevel().useMemory()
+    assert rows.dependencies().head().rdd().getClass().getSimpleName() == "LocalCheckpointRDD"
+    assert checkpointed.where(F.col("id") > 100).count() == 199
+    tuning.release(checkpointed)
+    assert not rows.getStorageLevel().isValid()
+    with pytest.raises(Exception, match="(?i)checkpoint"):
+        checkpointed.count()
     unsize_shuffles(session)  # the delete's own settings
     assert session.conf.get("spark.sql.maxSinglePartitionBytes") == configured
     # the existence checks after a delete make their requests over the session's own partitions
@@ -704,7 +711,7 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
     size_shuffles(bigger, 50_001)  # two partitions: each input as it is
     frame = bigger.range(0, 10, numPartitions=3)
     assert in_one_partition(bigger, frame) is frame
-    assert cached_in_one_partition(bigger, frame) is frame  # a big table's rows are not held twice
+    assert checkpointed_in_one_partition(bigger, frame) is frame  # a big table's rows are not held twice
     # one shuffle partition by the job's own setting: a big table's inputs keep their partitions
     # too, and so do those of a session never sized (list and lite modes)
     own = spark.newSession()

@@ -61,24 +61,23 @@ def lake(spark, s3, bucket_factory, tmp_path):
 
 @pytest.mark.slow
 def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake, monkeypatch):
-    from pyspark import StorageLevel
-
     import vacuum.inventory_slice
     import vacuum.runner
     import vacuum.tuning
 
-    # a small table's snapshot files are cached for its gates and its check of Delta's answer, and
-    # let go after that check: nothing of a run is left in Spark's cache
-    cached_reads = []
+    # a small table's snapshot files are checkpointed for its gates and its check of Delta's
+    # answer, and let go after that check: nothing of a run is left in Spark's cache or blocks
+    held_reads, checkpoints = [], []
 
     def spied(module, name):
         original = getattr(module, name)
 
         def read(*args, **kwargs):
             files = args[2] if name == "slice_counts" else args[1]
-            # read from its cache (vacuum.tuning.read_from_cache): the frame it reads is cached
-            read = getattr(files, vacuum.tuning._CACHED_FRAME, None)
-            cached_reads.append(read is not None and read.storageLevel != StorageLevel.NONE)
+            # a checkpoint (vacuum.tuning.checkpointed_in_one_partition) whose rows are held
+            rows = getattr(files, vacuum.tuning._CHECKPOINTED_ROWS, None)
+            held_reads.append(rows is not None and rows.getStorageLevel().isValid())
+            checkpoints.append(rows)
             return original(*args, **kwargs)
 
         monkeypatch.setattr(module, name, read)
@@ -114,7 +113,8 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
     assert set(HIDDEN_AND_NEIGHBOURS) <= after
     assert result["tables"][0]["delete_with"] == "batch"  # the default on S3: it counts per key
     assert result["tables"][0]["deleted_files"] == result["tables"][0]["planned_files"] == len(expected)
-    assert cached_reads == [True] * 4  # the counts and the check, in the dry run and the real one
+    assert held_reads == [True] * 4  # the counts and the check, in the dry run and the real one
+    assert not any(rows.getStorageLevel().isValid() for rows in checkpoints)  # let go of
     assert cache.isEmpty()
     assert rows_at(spark, lake["uri"]) == rows_before
 

@@ -382,7 +382,7 @@ def vacuum_table(
 
 def _release_live_files(ctx: TableContext) -> None:
     """Let go of the snapshot files the inventory slice's gates cached (a small table's:
-    :func:`~vacuum.tuning.cached_in_one_partition`); for frames never cached, a no-op."""
+    :func:`~vacuum.tuning.checkpointed_in_one_partition`); for frames never held, a no-op."""
     if ctx.live_files is not None:
         release(ctx.live_files)
 
