@@ -66,7 +66,8 @@ def test_s3a_table_with_s3_inventory_deletes_exactly_the_garbage(spark, s3, lake
     import vacuum.tuning
 
     # a small table's snapshot files are checkpointed for its gates and its check of Delta's
-    # answer, and let go after that check: nothing of a run is left in Spark's cache or blocks
+    # answer, and let go after that check: nothing of a run is left in Spark's cache, and every
+    # checkpoint is unpersisted
     held_reads, checkpoints = [], []
 
     def spied(module, name):

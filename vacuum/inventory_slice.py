@@ -154,14 +154,13 @@ def _classified_slice(ctx: TableContext, under: DataFrame, figures: InventoryFig
             assert ctx.live_files is not None
             # the snapshot's files, read by the counts below and again by the check of Delta's
             # answer: a small table's are checkpointed at their first read, so the check reads
-            # rows with no plan behind them rather than plan, evaluate and ship the projection of
-            # Delta's state again (released after that check, or with a table that stops before
-            # it: see vacuum.runner). A fixed version's files: the same rows either way. Measured
-            # with benchmarks/many_tables.py (24 tables of 1,000 files, --parallel 4, --no-peers,
-            # Java 25): in separate processes, in turn, 2.22, 2.13 and 2.10 s a table cached
-            # against 2.38, 2.16 and 2.21 uncached; in one process, the two ways in turn (cache,
-            # checkpoint, checkpoint, cache, twice over), 1.72, 1.22, 1.12 and 1.06 s a table
-            # cached against 1.36, 1.25, 0.99 and 1.03 checkpointed
+            # rows with no plan behind them, and its tasks ship no lineage of Delta's state
+            # (released after that check, or with a table that stops before it: see
+            # vacuum.runner). A fixed version's files: the same rows either way. Measured with
+            # benchmarks/many_tables.py (24 tables of 1,000 files, --parallel 4, --no-peers, Java
+            # 25): held against not, 2.22, 2.13 and 2.10 s a table cached against 2.38, 2.16 and
+            # 2.21 uncached (separate processes, in turn); a checkpoint against a cache, a small
+            # gain not clear of the noise (docs/performance.md)
             ctx.live_files = checkpointed_in_one_partition(spark, ctx.live_files)
             assert ctx.retained_since_millis is not None, "the retention is fixed first"
             counts = slice_counts(

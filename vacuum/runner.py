@@ -358,13 +358,13 @@ def vacuum_table(
             context.figures_read.wait()
             ctx.waited_seconds += time.monotonic() - waiting_since
         # a table that stopped before reading its rows no longer keeps its group's cache, nor its
-        # cached snapshot files; neither release may end the run, whose other tables go on
+        # held snapshot files; neither release may end the run, whose other tables go on
         _logged_on_failure(
             f"release of the cached rows of {table.name}",
             partial(context.release_rows, table.location),
         )
         _logged_on_failure(
-            f"release of the cached snapshot files of {table.name}", partial(_release_live_files, ctx)
+            f"release of the held snapshot files of {table.name}", partial(_release_live_files, ctx)
         )
     if run.status != Status.OK and not run.dry_run and run.deleted_files:
         remain = "an unknown number" if run.remaining_files is None else run.remaining_files
@@ -381,7 +381,7 @@ def vacuum_table(
 
 
 def _release_live_files(ctx: TableContext) -> None:
-    """Let go of the snapshot files the inventory slice's gates cached (a small table's:
+    """Let go of the snapshot files the inventory slice's gates held (a small table's:
     :func:`~vacuum.tuning.checkpointed_in_one_partition`); for frames never held, a no-op."""
     if ctx.live_files is not None:
         release(ctx.live_files)

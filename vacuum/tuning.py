@@ -292,12 +292,12 @@ def checkpointed_in_one_partition(spark: SparkSession, frame: DataFrame) -> Data
     (Spark's block manager, in memory and spilled to disk); later queries read them as rows with no
     plan behind them. A cache (:func:`read_from_cache`) keeps the plan: every task that reads it
     carries, serialised, the whole lineage of its rows, which for the snapshot's files is Delta's
-    state reconstruction and its encoders, and the driver serialises that for every stage. The
-    RDD of a query of one column of the files of a table of 100 rows in 10 partitions serialised
-    to 324 KB over a cache of them and to 13 KB over a checkpoint. In a run of 24 small tables
-    at ``--parallel 4`` (``benchmarks/many_tables.py``, Java Flight Recorder), 15% of the driver
-    JVM's CPU samples were in Java serialisation, most of them writing plans' trees for task
-    binaries and for the closures Spark checks.
+    state reconstruction and its encoders, and the driver serialises that for every stage. On a
+    local table of 100 rows in 10 partitions, the RDD of a one-column query of two of the files'
+    columns serialised to 324 KB over a cache of them and to 13 KB over an eager checkpoint. In
+    a run of 24 small tables at ``--parallel 4`` on the cached code (``benchmarks/many_tables.py``,
+    Java Flight Recorder), 15% of the driver JVM's CPU samples were in Java serialisation, 39% of
+    those inside Delta's own VACUUM; the gain measured is small (docs/performance.md).
 
     Unlike a cache's, a checkpoint's rows are not computed again when its block is lost (an
     executor gone): a query that reads them then fails (Spark's "Checkpoint block not found"),
@@ -314,7 +314,9 @@ def checkpointed_in_one_partition(spark: SparkSession, frame: DataFrame) -> Data
     try:
         # the rows a release lets go of: the checkpoint's own RDD, its plan's one node (LogicalRDD)
         rows = checkpointed._jdf.queryExecution().logical().rdd()
-    except Py4JError as error:  # a Spark build without these internals: cached, as a frame is
+    except Py4JError as error:
+        # a Spark build without these internals: cached, as a frame is (the RDD marked for the
+        # checkpoint, never computed, is left to Spark's cleaner)
         log.info("the snapshot's files are cached, not checkpointed: %s", spark_error_summary(error))
         return read_from_cache(placed.persist())
     setattr(checkpointed, _CHECKPOINTED_ROWS, rows)
