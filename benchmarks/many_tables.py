@@ -354,7 +354,7 @@ def peers_markdown(document: dict[str, Any]) -> list[str]:
     peers = document.get("peers")
     if not peers:
         return []
-    ours = peers["ours"]["seconds_per_table"]
+    ours = peers["ours"]["seconds"] / peers["ours"]["tables"]  # the ratios from totals, not rounded figures
     lines = [
         "",
         "The same tables, dry runs at `RETAIN 0 HOURS`, by the peers' loops in the same process and on "
@@ -376,7 +376,7 @@ def peers_markdown(document: dict[str, Any]) -> list[str]:
             )
         lines.append(
             f"| {side['label']} | {side['tables']} | {side['seconds']:.1f} | {side['seconds_per_table']:.2f} | "
-            f"{side['seconds_per_table'] / ours:.2f}× | {found} |"
+            f"{side['seconds'] / side['tables'] / ours:.2f}× | {found} |"
         )
     return lines
 
