@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import time_in_jobs
+from benchmarks.report import seconds_a_table, time_in_jobs
 from benchmarks.vacuum_at_scale import java_of
 
 RESULTS = Path(__file__).parent / "results"
@@ -77,14 +77,6 @@ def _seconds_goal(today: str, seconds: float, goal: float, peers: list[str], whe
     return Standing(today, _at_most(seconds, goal), seconds / goal, "; ".join(peers), where)
 
 
-def _per_table(side: dict[str, Any]) -> float:
-    """A fleet side's seconds a table, from its total when the result has it (not from the
-    rounded figure a table: a ratio of two rounded figures can be off in its last digit)."""
-    if side.get("seconds") is not None and side.get("tables"):
-        return float(side["seconds"]) / int(side["tables"])
-    return float(side["seconds_per_table"])
-
-
 def _times(ratio: float, faster: str, slower: str) -> str:
     """``1.99x faster`` or ``1.27x slower``: a ratio of seconds (the other's over ours) in words."""
     return f"{ratio:.2f}x {faster}" if ratio >= 1 else f"{1 / ratio:.2f}x {slower}"
@@ -138,7 +130,7 @@ def _to_delta_rs(document: dict[str, Any]) -> str:
     if "ours" not in peers:
         return "no run of ours beside the delta-rs loop"
     ours, theirs = peers["ours"]["seconds_per_table"], peers["delta-rs"]["seconds_per_table"]
-    ratio = _per_table(peers["delta-rs"]) / _per_table(peers["ours"])
+    ratio = seconds_a_table(peers["delta-rs"]) / seconds_a_table(peers["ours"])
     return f"{ours:.2f} against {theirs:.2f} s a table: ours {_times(ratio, 'faster', 'slower')}"
 
 
@@ -157,7 +149,7 @@ def fleet(document: dict[str, Any]) -> Standing | str:
     ours = peers.get("ours")
     against = [
         f"{peer['label']} {peer['seconds_per_table']:.2f} s a table on {peer['tables']} tables "
-        f"(ours {_times(_per_table(peer) / _per_table(ours), 'faster', 'slower')})"
+        f"(ours {_times(seconds_a_table(peer) / seconds_a_table(ours), 'faster', 'slower')})"
         for name, peer in peers.items()
         if ours and name != "ours"
     ]

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.driver_profile import reset_rule_times, rule_times, rules_markdown
+from benchmarks.report import seconds_a_table
 from benchmarks.s3_server import check_indexed_listing, install_indexed_listing
 from benchmarks.synthetic_table import GARBAGE, Shares, TableBuilder
 from benchmarks.vacuum_at_scale import java_of, machine, run_header
@@ -354,7 +355,7 @@ def peers_markdown(document: dict[str, Any]) -> list[str]:
     peers = document.get("peers")
     if not peers:
         return []
-    ours = peers["ours"]["seconds"] / peers["ours"]["tables"]  # the ratios from totals, not rounded figures
+    ours = seconds_a_table(peers["ours"])
     lines = [
         "",
         "The same tables, dry runs at `RETAIN 0 HOURS`, by the peers' loops in the same process and on "
@@ -376,7 +377,7 @@ def peers_markdown(document: dict[str, Any]) -> list[str]:
             )
         lines.append(
             f"| {side['label']} | {side['tables']} | {side['seconds']:.1f} | {side['seconds_per_table']:.2f} | "
-            f"{side['seconds'] / side['tables'] / ours:.2f}× | {found} |"
+            f"{seconds_a_table(side) / ours:.2f}× | {found} |"
         )
     return lines
 

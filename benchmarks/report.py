@@ -196,6 +196,14 @@ def markdown(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def seconds_a_table(side: dict[str, Any]) -> float:
+    """A fleet side's seconds a table, from its total when the result has it (not from the
+    rounded figure a table: a ratio of two rounded figures can be off in its last digit)."""
+    if side.get("seconds") is not None and side.get("tables"):
+        return float(side["seconds"]) / int(side["tables"])
+    return float(side["seconds_per_table"])
+
+
 def time_in_jobs(run: dict[str, Any]) -> list[str]:
     """Where a run of ours spent its dry run's and real run's local wall time, from Spark's event
     log (a line each; none for a peer, or a result made before the benchmark read the log). The
