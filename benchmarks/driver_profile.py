@@ -50,6 +50,17 @@ KINDS: dict[str, tuple[str, ...]] = {
     "Spark tasks (the executor's threads)": ("org.apache.spark.executor.Executor$TaskRunner.run(",),
     "Delta's own code": ("org.apache.spark.sql.delta.",),
     "Py4J (calls from Python)": ("py4j.",),
+    # each class Python names through py4j's JVM view is looked up by name on every call, trying
+    # the view's imports in turn: a lookup that fails builds a ClassNotFoundException
+    "Py4J's lookups of classes by name": ("py4j.commands.ReflectionCommand.getUnknownMember(",),
+    # Spark serialises a closure to check it before each RDD operation that cleans one, and each
+    # stage's task binary: an operator's closure holds its whole plan below, expressions included
+    "Java serialisation (closure checks, task binaries)": ("java.io.ObjectOutputStream.",),
+    # a typed Dataset's deserialiser (Delta's state, its tombstones, its VACUUM's typed steps),
+    # whose code each task generates anew outside whole-stage code generation
+    "typed Datasets' deserialisers in tasks (DeserializeToObjectExec)": (
+        "execution.DeserializeToObjectExec.",
+    ),
     "S3A and the AWS SDK": ("org.apache.hadoop.fs.s3a.", "software.amazon.awssdk.", "com.amazonaws."),
 }
 
@@ -68,6 +79,14 @@ def record(spark: Any, work: Callable[[], T]) -> tuple[T, Path]:
     recording.dump(jvm.java.io.File(str(path)).toPath())
     recording.close()
     return result, path
+
+
+# kind of thread a sample ran in: patterns of its name (the first that matches)
+THREADS: dict[str, re.Pattern[str]] = {
+    "in the threads Python calls the JVM in (Py4J's)": re.compile(r"Thread-\d+"),
+    "in Spark's task threads": re.compile(r"Executor task "),
+    "in Spark's scheduler (DAGScheduler)": re.compile(r"dag-scheduler-event-loop"),
+}
 
 
 def _jfr_tool() -> str:
@@ -116,10 +135,14 @@ def shares_of(lines: Iterable[str], top: int = 10) -> tuple[dict[str, Any], list
     kinds: Counter[str] = Counter()
     leaves: Counter[str] = Counter()
     samples = cut = 0
+    threads: Counter[str] = Counter()
     frames: list[str] | None = None
     for line in lines:
         text = line.strip()
-        if text == "stackTrace = [":
+        if text.startswith("sampledThread = "):
+            name = text.split('"')[1] if text.count('"') >= 2 else ""
+            threads[next((kind for kind, pattern in THREADS.items() if pattern.match(name)), "")] += 1
+        elif text == "stackTrace = [":
             frames = []
             truncated = False
         elif frames is not None and text == "]":
@@ -138,6 +161,7 @@ def shares_of(lines: Iterable[str], top: int = 10) -> tuple[dict[str, Any], list
     shares: dict[str, Any] = {"samples": samples}
     shares.update({kind: round(kinds[kind] / max(1, samples), 3) for kind in KINDS})
     shares[CUT] = round(cut / max(1, samples), 3)
+    shares.update({kind: round(threads[kind] / max(1, samples), 3) for kind in THREADS})
     frames_top = [
         {"frame": frame, "share": round(count / max(1, samples), 3)}
         for frame, count in leaves.most_common(top)

@@ -580,12 +580,14 @@ def test_driver_profile_counts_kinds_and_the_stacks_cut_short() -> None:
 
     text = """
 jdk.ExecutionSample {
+  sampledThread = "Thread-3" (javaThreadId = 24)
   stackTrace = [
     org.codehaus.janino.UnitCompiler.compile(...) line: 1
     org.apache.spark.sql.catalyst.rules.RuleExecutor.execute(LogicalPlan) line: 2
   ]
 }
 jdk.ExecutionSample {
+  sampledThread = "Executor task launch worker for task 0.0 in stage 1.0 (TID 1)" (javaThreadId = 60)
   stackTrace = [
     java.io.ObjectOutputStream.writeObject0(Object, boolean) line: 3
     ...
@@ -597,7 +599,12 @@ jdk.ExecutionSample {
     assert shares["compiling generated code (Janino, its class loading)"] == 0.5
     assert shares["Catalyst rules (analysis, optimisation, planning)"] == 0.5
     assert shares["Py4J (calls from Python)"] == 0.0
+    assert shares["Java serialisation (closure checks, task binaries)"] == 0.5
+    assert shares["typed Datasets' deserialisers in tasks (DeserializeToObjectExec)"] == 0.0
     assert shares[CUT] == 0.5
+    assert shares["in the threads Python calls the JVM in (Py4J's)"] == 0.5
+    assert shares["in Spark's task threads"] == 0.5
+    assert shares["in Spark's scheduler (DAGScheduler)"] == 0.0
     assert {frame["frame"] for frame in top} == {
         "org.codehaus.janino.UnitCompiler.compile",
         "java.io.ObjectOutputStream.writeObject0",
