@@ -56,11 +56,10 @@ KINDS: dict[str, tuple[str, ...]] = {
     # Spark serialises a closure to check it before each RDD operation that cleans one, and each
     # stage's task binary: an operator's closure holds its whole plan below, expressions included
     "Java serialisation (closure checks, task binaries)": ("java.io.ObjectOutputStream.",),
-    # a typed Dataset's deserialiser (Delta's state, its tombstones, its VACUUM's typed steps),
-    # whose code each task generates anew outside whole-stage code generation
-    "typed Datasets' deserialisers in tasks (DeserializeToObjectExec)": (
-        "execution.DeserializeToObjectExec.",
-    ),
+    # the operator of a typed Dataset's deserialiser (Delta's state, its tombstones, its VACUUM's
+    # typed steps), on any thread: outside whole-stage code generation each task generates the
+    # deserialiser's code anew; on the driver, the operator plans the RDD below it
+    "typed Datasets' deserialisers (DeserializeToObjectExec)": ("execution.DeserializeToObjectExec.",),
     "S3A and the AWS SDK": ("org.apache.hadoop.fs.s3a.", "software.amazon.awssdk.", "com.amazonaws."),
 }
 

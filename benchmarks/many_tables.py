@@ -332,8 +332,9 @@ def markdown(document: dict[str, Any]) -> str:
         lines += [
             "",
             f"Where the driver JVM's CPU went, one more run at --parallel {profile['parallel']} under Java "
-            f"Flight Recorder ({shares['samples']:,} execution samples; the recording slows the run: "
-            f"{profile['seconds_per_table']:.2f} s a table). A share is the part of the samples whose stack "
+            f"Flight Recorder ({shares['samples']:,} execution samples; that run took "
+            f"{profile['seconds_per_table']:.2f} s a table, and is none of the timed runs above, as a "
+            "recording costs time of its own). A share is the part of the samples whose stack "
             "holds such a frame, or that ran in such a thread; the kinds overlap (compiling happens inside "
             "planning), the threads do not:",
             "",

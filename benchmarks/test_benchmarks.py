@@ -587,27 +587,46 @@ jdk.ExecutionSample {
   ]
 }
 jdk.ExecutionSample {
-  sampledThread = "Executor task launch worker for task 0.0 in stage 1.0 (TID 1)" (javaThreadId = 60)
+  sampledThread = "Executor task idle worker#60" (javaThreadId = 60)
   stackTrace = [
     java.io.ObjectOutputStream.writeObject0(Object, boolean) line: 3
     ...
   ]
 }
+jdk.ExecutionSample {
+  sampledThread = "dag-scheduler-event-loop" (javaThreadId = 61)
+  stackTrace = [
+    org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext.freshName(String) line: 4
+    org.apache.spark.sql.execution.DeserializeToObjectExec.$anonfun$doExecute$1(Expression, Seq) line: 5
+  ]
+}
+jdk.ExecutionSample {
+  sampledThread = "Thread-4" (javaThreadId = 25)
+  stackTrace = [
+    java.lang.ClassLoader.loadClass(String) line: 6
+    py4j.commands.ReflectionCommand.getUnknownMember(BufferedReader) line: 7
+    py4j.ClientServerConnection.run() line: 8
+  ]
+}
 """
     shares, top = shares_of(text.splitlines())
-    assert shares["samples"] == 2
-    assert shares["compiling generated code (Janino, its class loading)"] == 0.5
-    assert shares["Catalyst rules (analysis, optimisation, planning)"] == 0.5
-    assert shares["Py4J (calls from Python)"] == 0.0
-    assert shares["Java serialisation (closure checks, task binaries)"] == 0.5
-    assert shares["typed Datasets' deserialisers in tasks (DeserializeToObjectExec)"] == 0.0
-    assert shares[CUT] == 0.5
+    assert shares["samples"] == 4
+    assert shares["compiling generated code (Janino, its class loading)"] == 0.25
+    assert shares["generating code (whole-stage and expression codegen)"] == 0.25
+    assert shares["Catalyst rules (analysis, optimisation, planning)"] == 0.25
+    assert shares["Py4J (calls from Python)"] == 0.25
+    assert shares["Py4J's lookups of classes by name"] == 0.25
+    assert shares["Java serialisation (closure checks, task binaries)"] == 0.25
+    assert shares["typed Datasets' deserialisers (DeserializeToObjectExec)"] == 0.25
+    assert shares[CUT] == 0.25
     assert shares["in the threads Python calls the JVM in (Py4J's)"] == 0.5
-    assert shares["in Spark's task threads"] == 0.5
-    assert shares["in Spark's scheduler (DAGScheduler)"] == 0.0
+    assert shares["in Spark's task threads"] == 0.25
+    assert shares["in Spark's scheduler (DAGScheduler)"] == 0.25
     assert {frame["frame"] for frame in top} == {
         "org.codehaus.janino.UnitCompiler.compile",
         "java.io.ObjectOutputStream.writeObject0",
+        "org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext.freshName",
+        "java.lang.ClassLoader.loadClass",
     }
 
 
@@ -671,6 +690,25 @@ def test_every_result_names_the_commit_it_ran_at_and_the_fleets_markdown_shows_i
     started = document["started_at"][:19]
     assert f"`{document['command'].strip()}` at abc1234, started {started}Z. Machine:" in fleet_markdown(
         document
+    )
+
+
+def test_a_results_command_names_the_java_tool_options_it_ran_with(monkeypatch) -> None:
+    """Every JVM a run starts reads JAVA_TOOL_OPTIONS (a profile's stack depth, say): a result's
+    command names it, so that the command reproduces the result."""
+    from datetime import datetime, timezone
+
+    from benchmarks.vacuum_at_scale import machine, run_header
+
+    monkeypatch.setattr("sys.argv", ["many_tables.py", "--tables", "24", "--profile"])
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    plain = run_header("many_tables", datetime(2026, 12, 7, tzinfo=timezone.utc), machine())["command"]
+    assert plain == "python -m benchmarks.many_tables --tables 24 --profile"
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-XX:FlightRecorderOptions:stackdepth=1024 -Xss4m")
+    given = run_header("many_tables", datetime(2026, 12, 7, tzinfo=timezone.utc), machine())["command"]
+    assert given == (
+        "JAVA_TOOL_OPTIONS='-XX:FlightRecorderOptions:stackdepth=1024 -Xss4m' "
+        "python -m benchmarks.many_tables --tables 24 --profile"
     )
 
 

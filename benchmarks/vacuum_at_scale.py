@@ -27,6 +27,7 @@ import logging
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -622,12 +623,19 @@ def code_version() -> str:
 CODE_AT_START = code_version()
 
 
+def _java_tool_options() -> str:
+    """``JAVA_TOOL_OPTIONS=...`` and a space when the variable is set (every JVM the run starts
+    reads it, a profile's stack depth say), else nothing: part of the command that made a result."""
+    given = os.environ.get("JAVA_TOOL_OPTIONS", "").strip()
+    return f"JAVA_TOOL_OPTIONS={shlex.quote(given)} " if given else ""
+
+
 def run_header(benchmark: str, started_at: datetime, before: dict[str, Any]) -> dict[str, Any]:
     """The first keys of every benchmark's result document: what ran, at which commit (as the
     process started), when, on what machine."""
     return {
         "benchmark": benchmark,
-        "command": f"python -m benchmarks.{benchmark} " + " ".join(sys.argv[1:]),
+        "command": _java_tool_options() + f"python -m benchmarks.{benchmark} " + " ".join(sys.argv[1:]),
         "code": CODE_AT_START,
         "started_at": started_at.isoformat(),
         "machine_before": before,
