@@ -14,14 +14,17 @@
 #                   it run the benchmarks' own tests (testpaths) and the docs build (tests/test_docs.py)
 #   default-main    the default line's suite but the own_jvms tests
 #   own-jvms        only the default line's own_jvms tests: the long ones with JVMs of their own (the
-#                   standalone cluster, jobs SIGKILLed mid-write and S3 faults, fetch-jars' archive)
+#                   standalone cluster, jobs SIGKILLed mid-write and S3 faults, fetch-jars' archive,
+#                   spark-submit's jobs and the installed command's runs)
 #   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>):
 #                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
 #                   SDK, the jars and package a cluster gets; on 3.5 with Spark's generated
 #                   code, which tables of more than 10,000 objects run on (GENERATED_CODE_LINES)
 #   java-25         the default line's line-sensitive tests on Java 25 (25.0.3 on), where the machine
-#                   has one (skipped otherwise); every other run takes the first Java found that
-#                   its line runs on (JAVA_HOME first: infra/env.sh)
+#                   has one (skipped otherwise), but the one_java ones (the cross-writer matrix:
+#                   Delta's log reading and planning, the same on any Java, and about half the
+#                   run's time); every other run takes the first Java found that its line runs on
+#                   (JAVA_HOME first: infra/env.sh)
 #   smoke           the parsers and the installed command end to end on the other Pythons
 #                   (.venv-py<VERSION>, default line)
 #   docs            the docs site builds with mkdocs --strict
@@ -77,7 +80,7 @@ default-main:
 	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (most tests)) -m "not own_jvms" $(or_continue)
 
 own-jvms:
-	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (cluster, faults, fetch-jars)) -m own_jvms $(or_continue)
+	@$(call run_default,Spark $(DEFAULT_SPARK_LINE) (cluster, faults, spark-submit, fetch-jars)) -m own_jvms $(or_continue)
 
 # A table of at most 10,000 objects is planned on Spark's interpreted evaluation, a bigger one on
 # generated code; the suite's tables are small. On these lines the line-sensitive tests run with
@@ -112,7 +115,7 @@ java-25:
 	  line="$$(printf '%-36s %s' "Spark $(DEFAULT_SPARK_LINE) on Java 25 (line-sensitive):" "skipped (no Java $(JAVA_25_LEAST) or later on this machine)")"; \
 	  echo "$$line"; if [ -n "$${TEST_SUMMARY:-}" ]; then echo "$$line" >> "$$TEST_SUMMARY"; fi; exit 0; } && \
 	export JAVA_HOME="$$home" INVENTORY_VACUUM_JAVA_GIVEN="$$home" && $(RUN) "Spark $(DEFAULT_SPARK_LINE) on Java 25 (line-sensitive)" \
-	$(DEFAULT_SPARK_LINE) $(DEFAULT_PYTHON_VERSION) -m line_sensitive $(or_continue)
+	$(DEFAULT_SPARK_LINE) $(DEFAULT_PYTHON_VERSION) -m "line_sensitive and not one_java" $(or_continue)
 
 # PYTEST_ARGS on one line (the shell reads them from the environment: they may hold quoted words)
 define pytest_target

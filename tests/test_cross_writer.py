@@ -44,7 +44,7 @@ from tests.support.helpers import cli_json, rows_at, take_inventory, write_local
 from tests.support.lines import on_default_spark_line
 from tests.support.writers import LocalStore, LogView, S3Store, Store
 
-pytestmark = [pytest.mark.slow, pytest.mark.line_sensitive]
+pytestmark = [pytest.mark.slow, pytest.mark.line_sensitive, pytest.mark.one_java]
 
 DAY = 86400.0
 

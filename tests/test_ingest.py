@@ -940,6 +940,7 @@ def test_usage_and_config_errors_exit_2(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.own_jvms
 def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint, tmp_path):
     """The installed command, as a user runs it, in its own process and JVM; a report sent to
     ``/dev/stdout`` is on its standard output too, not in its log."""
@@ -1013,6 +1014,7 @@ def test_command_line_prints_only_json_on_stdout(s3, bucket_factory, s3_endpoint
 
 
 @pytest.mark.slow
+@pytest.mark.own_jvms
 def test_spark_submit_runs_the_same_jobs(spark, s3, bucket_factory, tmp_path):
     """``spark-submit jobs/*.py``: the cluster entry points, in local mode, as a user runs them."""
     from core.session import jvm_packages
