@@ -15,15 +15,17 @@
 #   default-main    the default line's suite but the own_jvms tests
 #   own-jvms        only the default line's own_jvms tests: the long ones with JVMs of their own (the
 #                   standalone cluster, jobs SIGKILLed mid-write and S3 faults, fetch-jars' archive,
-#                   spark-submit's jobs and the installed command's runs)
+#                   spark-submit's jobs and the installed command's JSON-only run)
 #   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>):
 #                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
 #                   SDK, the jars and package a cluster gets; on 3.5 with Spark's generated
 #                   code, which tables of more than 10,000 objects run on (GENERATED_CODE_LINES)
 #   java-25         the default line's line-sensitive tests on Java 25 (25.0.3 on), where the machine
-#                   has one (skipped otherwise), but the one_java ones (the cross-writer matrix:
-#                   Delta's log reading and planning, the same on any Java, and about half the
-#                   run's time); every other run takes the first Java found that its line runs on
+#                   has one (skipped otherwise), but the one_java ones (the cross-writer matrix, about
+#                   half the run's time: what only it covers, each writer's table features, is read
+#                   by Delta's code, taken to be the same on any Java; S3A, the batch delete, the
+#                   ledger and the installed command run on Java 25 in the other line-sensitive
+#                   tests); every other run takes the first Java found that its line runs on
 #                   (JAVA_HOME first: infra/env.sh)
 #   smoke           the parsers and the installed command end to end on the other Pythons
 #                   (.venv-py<VERSION>, default line)
@@ -107,14 +109,14 @@ smoke: $(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIO
 
 # Spark 4.2 runs on Java 17, 21 and 25 (25.0.3 on: Spark's docs deprecate the builds before it for a
 # G1 data-corruption bug), and a run of many tables is faster on 25 (docs/configuration.md): the
-# default line's line-sensitive tests run on it too, where the machine has one; the other runs take
-# the first Java found that their line runs on (infra/env.sh's ensure_java).
+# default line's line-sensitive tests run on it too, but the one_java ones, where the machine has one;
+# the other runs take the first Java found that their line runs on (infra/env.sh's ensure_java).
 JAVA_25_LEAST := 25.0.3
 java-25:
 	@home="$$($(ENV) && find_java_home 25 $(JAVA_25_LEAST))" || { \
-	  line="$$(printf '%-36s %s' "Spark $(DEFAULT_SPARK_LINE) on Java 25 (line-sensitive):" "skipped (no Java $(JAVA_25_LEAST) or later on this machine)")"; \
+	  line="$$(printf '%-36s %s' "Spark $(DEFAULT_SPARK_LINE) on Java 25 (line-sensitive, not one_java):" "skipped (no Java $(JAVA_25_LEAST) or later on this machine)")"; \
 	  echo "$$line"; if [ -n "$${TEST_SUMMARY:-}" ]; then echo "$$line" >> "$$TEST_SUMMARY"; fi; exit 0; } && \
-	export JAVA_HOME="$$home" INVENTORY_VACUUM_JAVA_GIVEN="$$home" && $(RUN) "Spark $(DEFAULT_SPARK_LINE) on Java 25 (line-sensitive)" \
+	export JAVA_HOME="$$home" INVENTORY_VACUUM_JAVA_GIVEN="$$home" && $(RUN) "Spark $(DEFAULT_SPARK_LINE) on Java 25 (line-sensitive, not one_java)" \
 	$(DEFAULT_SPARK_LINE) $(DEFAULT_PYTHON_VERSION) -m "line_sensitive and not one_java" $(or_continue)
 
 # PYTEST_ARGS on one line (the shell reads them from the environment: they may hold quoted words)
