@@ -658,6 +658,64 @@ def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
     assert coverage_counts(live, listed, 10, table) == (0, 0)  # none older than the inventory
 
 
+@pytest.mark.line_sensitive  # Spark's planner: when it shuffles inputs of one partition
+def test_a_small_tables_classification_and_counts_shuffle_nothing_and_count_the_same(spark):
+    """A table sized to one partition classifies its objects and counts its slice against the
+    snapshot's files with no shuffle (each a query stage, and a task per partition): the union
+    of the paths below its directories is read in one partition, and the snapshot's files, rows of
+    unknown size as Delta's are, join the slice's paths as the one partition they are, though
+    their rows widen as the counts' explode reads them. The classification and the counts are
+    those of the same queries in a session never sized."""
+    from vacuum.plan import CLASSIFIED_COLUMNS, _file_counts, classify_objects, inventory_slice, table_objects
+    from vacuum.tuning import checkpointed_in_one_partition, in_one_partition, release, size_shuffles
+
+    table = state("s3a://lake/w/events")
+    location = StorageLocation.parse("s3://lake/w/events")
+    keys = [*KEYS, "w/events/date=2024-01-02/part-2.parquet"]
+    live = [
+        ("date=2024-01-01/part-0.parquet", 1, 5, None, False, "deletion_vector_0.bin", False),
+        ("date=2024-01-02/part-9.parquet", 1, 5, None, False, None, False),  # not listed
+        ("date=2024-01-02/part-2.parquet", None, None, 100, True, None, False),  # a tombstone
+    ]
+    schema = (
+        "path string, size long, modificationTime long, deletionTimestamp long, tombstone boolean, "
+        "deletionVectorPath string, deletionVectorVacuumFails boolean"
+    )
+
+    def plan_and_counts(sized: bool):
+        session = spark.newSession()
+        if sized:
+            size_shuffles(session, len(keys))
+        objects = in_one_partition(session, table_objects(inventory_of(session, "lake", keys), location))
+        classified = classify_objects(
+            objects, table, nested_roots=(), protected_prefixes=(), deleted_earlier=None, check_sendable=True
+        ).select(*CLASSIFIED_COLUMNS)
+        # an RDD's rows, as Delta's files are: of a size Spark does not know
+        files = session.createDataFrame(session.sparkContext.parallelize(live, 2), schema)
+        files = checkpointed_in_one_partition(session, files)
+        counts = _file_counts(files, inventory_slice(classified, table), 10, table, 50)
+        plans = [frame._jdf.queryExecution().executedPlan().toString() for frame in (classified, counts)]
+        answer = (sorted(map(tuple, classified.collect()), key=repr), counts.collect())
+        release(files)
+        return plans, answer
+
+    sized_plans, sized = plan_and_counts(True)
+    unsized_plans, unsized = plan_and_counts(False)
+    assert ["Exchange" in plan for plan in sized_plans] == [False, False], sized_plans
+    assert ["Exchange" in plan for plan in unsized_plans] == [True, True]  # how the check would fail
+    assert sized == unsized
+    assert {row[3] for row in sized[0] if row[0] is None} == {
+        "_change_data/date=2024-01-01/cdc-0.parquet",  # not hidden, as Delta's listing has it
+        "_delta_index/index-0",
+        "date=2024-01-01/part-0.parquet",
+        "date=2024-01-02/part-2.parquet",
+        "deletion_vector_0.bin",
+        "metadata/v1.metadata.json",
+    }
+    (row,) = sized[1]
+    assert (row["eligible"], row["covered"], row["vectors_vacuum_fails_on"]) == (2, 1, 0), row
+
+
 def test_the_slice_counts_count_each_live_file_once_and_each_slice_object_by_the_needed_files(spark):
     """The coverage counts live files older than the inventory, each once however often the slice
     lists its path; the unneeded objects are the slice's objects (each of them, duplicates too)

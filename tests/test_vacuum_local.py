@@ -656,7 +656,9 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
 
     session = spark.newSession()
     configured = session.conf.get("spark.sql.maxSinglePartitionBytes")
+    unknown_size = session.conf.get("spark.sql.defaultSizeInBytes")
     size_shuffles(session, 1_000)
+    assert int(session.conf.get("spark.sql.defaultSizeInBytes")) < int(unknown_size.rstrip("b"))
     # rows of an RDD, as Delta's files are: of unknown size, which Spark takes for very big (and
     # from Spark 4.0 shuffles out of one partition into the session's, unless told otherwise)
     left = session.createDataFrame(
@@ -695,6 +697,7 @@ def test_a_small_tables_inputs_are_read_in_one_partition_and_its_joins_shuffle_n
         checkpointed.count()
     unsize_shuffles(session)  # the delete's own settings
     assert session.conf.get("spark.sql.maxSinglePartitionBytes") == configured
+    assert session.conf.get("spark.sql.defaultSizeInBytes") == unknown_size
     # the existence checks after a delete make their requests over the session's own partitions
     from vacuum.verify import by_directory
 

@@ -39,7 +39,7 @@ from vacuum.results import (
     KEPT_UNPARSABLE_KEY,
 )
 from vacuum.snapshot import TableState, live_relative_path
-from vacuum.tuning import broadcast_threshold
+from vacuum.tuning import broadcast_threshold, in_one_partition
 
 
 def is_hidden_component(
@@ -201,7 +201,7 @@ def classify_objects(
         .select("relative_path")
         .join(distinct_markers, "relative_path", "inner")
     )
-    directories = (
+    paths_of_directories = (
         objects.where(F.size("components") > 1)
         .select(
             F.explode(
@@ -213,6 +213,11 @@ def classify_objects(
         )
         .unionByName(markers)
         .unionByName(named_like_markers)
+    )
+    # a union of three inputs is three partitions, which the count by path would shuffle (a query
+    # stage of its own) even when each is one: read in one partition, a small table's is none
+    directories = (
+        in_one_partition(objects.sparkSession, paths_of_directories)
         .groupBy("relative_path")
         .agg(F.count(F.lit(1)).alias("paths_below"))
     )

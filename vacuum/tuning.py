@@ -44,6 +44,16 @@ _SINGLE_PARTITION_BYTES = "spark.sql.maxSinglePartitionBytes"
 _ONE_PARTITION_PLAN = "inventory-vacuum.onePartitionPlan"
 _CONFIGURED_SINGLE_PARTITION_BYTES = "inventory-vacuum.configuredMaxSinglePartitionBytes"
 _ANY_SIZE = str(2**63 - 1)
+# What Spark takes an input of unknown size to be (rows of an RDD: Delta's files, a checkpoint's
+# rows): 8 EiB by default. A plan's size estimates grow from it as its rows widen (an explode, a
+# join's product of its inputs' sizes) past the largest 64-bit number, which no setting of
+# _SINGLE_PARTITION_BYTES can exceed: Spark then shuffles a join's inputs of one partition each
+# into one partition again, a query stage and a task per input. A plan of one partition counts
+# such an input as 1 GiB instead. Only the planner's estimates change: a plan of one wave of
+# tasks broadcasts nothing by size (_ONE_WAVE), and a shuffle moves rows, never changes them.
+_DEFAULT_SIZE = "spark.sql.defaultSizeInBytes"
+_CONFIGURED_DEFAULT_SIZE = "inventory-vacuum.configuredDefaultSizeInBytes"
+_UNKNOWN_SIZE_OF_ONE_PARTITION = str(2**30)
 
 
 def activate(session: SparkSession) -> None:
@@ -189,6 +199,9 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
         if spark.conf.get(_CONFIGURED_SINGLE_PARTITION_BYTES, None) is None:
             spark.conf.set(_CONFIGURED_SINGLE_PARTITION_BYTES, str(spark.conf.get(_SINGLE_PARTITION_BYTES)))
         spark.conf.set(_SINGLE_PARTITION_BYTES, _ANY_SIZE)
+        if spark.conf.get(_CONFIGURED_DEFAULT_SIZE, None) is None:
+            spark.conf.set(_CONFIGURED_DEFAULT_SIZE, str(spark.conf.get(_DEFAULT_SIZE)))
+        spark.conf.set(_DEFAULT_SIZE, _UNKNOWN_SIZE_OF_ONE_PARTITION)
     if partitions is not None and partitions <= spark.sparkContext.defaultParallelism:
         adaptive_off_until_sized(spark)
     else:
@@ -206,8 +219,10 @@ def in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
     A join or an aggregation of inputs that are each one partition already needs no shuffle:
     Spark plans it in the stage that reads them. A small table's plan shuffles every input into
     one partition anyway, a query stage (and a Spark task, its plan serialised) per input and
-    join; read in one partition from the start, most of them need none (on Spark 4.2 the check of
-    Delta's candidates is one stage, the classification three). Coalescing moves rows between
+    join; read in one partition from the start, and with inputs of unknown size counted small
+    (:data:`_UNKNOWN_SIZE_OF_ONE_PARTITION`), they need none: on Spark 4.2 the check of Delta's
+    candidates is one stage, the classification with its counts two (one of them the checkpoint
+    of the snapshot's files), where they were two and five. Coalescing moves rows between
     partitions only, never changes them."""
     if spark.conf.get(_ONE_PARTITION_PLAN, None) == "true":
         return frame.coalesce(1)
@@ -332,6 +347,7 @@ def unsize_shuffles(spark: SparkSession) -> None:
     for setting, kept in (
         (SHUFFLE_PARTITIONS, _CONFIGURED_SHUFFLES),
         (_SINGLE_PARTITION_BYTES, _CONFIGURED_SINGLE_PARTITION_BYTES),
+        (_DEFAULT_SIZE, _CONFIGURED_DEFAULT_SIZE),
         *((s, k) for s, k, _ in _ONE_WAVE),
     ):
         configured = spark.conf.get(kept, None)
