@@ -662,16 +662,17 @@ def test_a_live_file_recorded_by_its_absolute_uri_is_live_to_the_checks(spark):
 def test_a_small_tables_classification_and_counts_shuffle_nothing_and_count_the_same(spark):
     """A table sized to one partition classifies its objects and counts its slice against the
     snapshot's files with no shuffle (each a query stage, and a task per partition): the union
-    of the paths below its directories is read in one partition, and the snapshot's files, rows of
-    unknown size as Delta's are, join the slice's paths as the one partition they are, though
-    their rows widen as the counts' explode reads them. The classification and the counts are
-    those of the same queries in a session never sized."""
+    of the paths below its directories is read in one partition, and the snapshot's files and the
+    ledger's deletions, rows of unknown size as Delta's are, join as the one partition they are,
+    though the estimates of the counts' rows grow wider than theirs. The classification and the
+    counts are those of the same queries in a session never sized."""
     from vacuum.plan import CLASSIFIED_COLUMNS, _file_counts, classify_objects, inventory_slice, table_objects
     from vacuum.tuning import checkpointed_in_one_partition, in_one_partition, release, size_shuffles
 
     table = state("s3a://lake/w/events")
     location = StorageLocation.parse("s3://lake/w/events")
-    keys = [*KEYS, "w/events/date=2024-01-02/part-2.parquet"]
+    keys = [*KEYS, "w/events/date=2024-01-02/part-2.parquet", "w/events/date=2024-01-02/part-3.parquet"]
+    ledgered = [("lake", "w/events/date=2024-01-02/part-3.parquet"), ("lake", "w/events/gone.parquet")]
     live = [
         ("date=2024-01-01/part-0.parquet", 1, 5, None, False, "deletion_vector_0.bin", False),
         ("date=2024-01-02/part-9.parquet", 1, 5, None, False, None, False),  # not listed
@@ -687,8 +688,17 @@ def test_a_small_tables_classification_and_counts_shuffle_nothing_and_count_the_
         if sized:
             size_shuffles(session, len(keys))
         objects = in_one_partition(session, table_objects(inventory_of(session, "lake", keys), location))
+        # the ledger's deletions, as the run reads them: behind an RDD (vacuum.ledger.deleted_since)
+        deleted = session.createDataFrame(
+            session.sparkContext.parallelize(ledgered, 2), "bucket string, key string"
+        )
         classified = classify_objects(
-            objects, table, nested_roots=(), protected_prefixes=(), deleted_earlier=None, check_sendable=True
+            objects,
+            table,
+            nested_roots=(),
+            protected_prefixes=(),
+            deleted_earlier=in_one_partition(session, deleted),
+            check_sendable=True,
         ).select(*CLASSIFIED_COLUMNS)
         # an RDD's rows, as Delta's files are: of a size Spark does not know
         files = session.createDataFrame(session.sparkContext.parallelize(live, 2), schema)
@@ -712,6 +722,7 @@ def test_a_small_tables_classification_and_counts_shuffle_nothing_and_count_the_
         "deletion_vector_0.bin",
         "metadata/v1.metadata.json",
     }
+    assert ("deleted_earlier", "date=2024-01-02/part-3.parquet") in {(row[0], row[3]) for row in sized[0]}
     (row,) = sized[1]
     assert (row["eligible"], row["covered"], row["vectors_vacuum_fails_on"]) == (2, 1, 0), row
 

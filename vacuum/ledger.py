@@ -69,8 +69,9 @@ def _naming_no_table(frame: DataFrame) -> DataFrame:
     which only leaves out more; behind a plain RDD they read it as planned, and no append
     touches them.
 
-    An RDD has no size for Spark to plan with (it counts as the largest possible), so the frame
-    keeps the broadcast the ledger's own read would get: the planner joins it with each table's
+    An RDD has no size for Spark to plan with (it counts as the largest possible, or as 1 GiB in a
+    small table's session, which broadcasts nothing by size: see :mod:`vacuum.tuning`), so the
+    frame keeps the broadcast the ledger's own read would get: the planner joins it with each table's
     objects, which would otherwise all be shuffled.
     """
     spark = frame.sparkSession

@@ -45,12 +45,14 @@ _ONE_PARTITION_PLAN = "inventory-vacuum.onePartitionPlan"
 _CONFIGURED_SINGLE_PARTITION_BYTES = "inventory-vacuum.configuredMaxSinglePartitionBytes"
 _ANY_SIZE = str(2**63 - 1)
 # What Spark takes an input of unknown size to be (rows of an RDD: Delta's files, a checkpoint's
-# rows): 8 EiB by default. A plan's size estimates grow from it as its rows widen (an explode, a
-# join's product of its inputs' sizes) past the largest 64-bit number, which no setting of
-# _SINGLE_PARTITION_BYTES can exceed: Spark then shuffles a join's inputs of one partition each
-# into one partition again, a query stage and a task per input. A plan of one partition counts
-# such an input as 1 GiB instead. Only the planner's estimates change: a plan of one wave of
-# tasks broadcasts nothing by size (_ONE_WAVE), and a shuffle moves rows, never changes them.
+# rows): 8 EiB by default. A plan's size estimates grow from it as its rows widen (an aggregate's
+# rows wider than its input's, as the slice's counts group the snapshot's exploded paths) and
+# through joins (the product of their inputs' sizes), past the largest 64-bit number, which no
+# setting of _SINGLE_PARTITION_BYTES can exceed: Spark then shuffles a join's inputs of one
+# partition each into one partition again, a query stage and a task per input. A plan of one
+# partition counts such an input as 1 GiB instead, far enough below that a small table's joins
+# stay below it. Only the planner's estimates change: a plan of one wave of tasks broadcasts
+# nothing by size (_ONE_WAVE), and a shuffle moves rows, never changes them.
 _DEFAULT_SIZE = "spark.sql.defaultSizeInBytes"
 _CONFIGURED_DEFAULT_SIZE = "inventory-vacuum.configuredDefaultSizeInBytes"
 _UNKNOWN_SIZE_OF_ONE_PARTITION = str(2**30)
@@ -183,7 +185,9 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
     for it by name (each broadcast is one more job), nor derive its operators' constraints. A
     bigger plan gets the session's own settings back (see :func:`adaptive_off_until_sized`). A
     plan of one partition also keeps an input read in one partition (:func:`in_one_partition`) in
-    one, whatever Spark guesses its size to be."""
+    one, whatever size Spark estimates for it up to the largest 64-bit number, and counts an input
+    of unknown size as 1 GiB (:data:`_UNKNOWN_SIZE_OF_ONE_PARTITION`), so that its estimates stay
+    below that."""
     try:
         configured = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))  # type: ignore[arg-type]
     except ValueError:
@@ -221,8 +225,8 @@ def in_one_partition(spark: SparkSession, frame: DataFrame) -> DataFrame:
     one partition anyway, a query stage (and a Spark task, its plan serialised) per input and
     join; read in one partition from the start, and with inputs of unknown size counted small
     (:data:`_UNKNOWN_SIZE_OF_ONE_PARTITION`), they need none: on Spark 4.2 the check of Delta's
-    candidates is one stage, the classification with its counts two (one of them the checkpoint
-    of the snapshot's files), where they were two and five. Coalescing moves rows between
+    candidates runs one query stage, and the classification with its counts two (one of them the
+    checkpoint of the snapshot's files), where it ran five. Coalescing moves rows between
     partitions only, never changes them."""
     if spark.conf.get(_ONE_PARTITION_PLAN, None) == "true":
         return frame.coalesce(1)
