@@ -71,8 +71,8 @@ def _naming_no_table(frame: DataFrame) -> DataFrame:
 
     An RDD has no size for Spark to plan with (it counts as the largest possible, or as 1 GiB in a
     small table's session, which broadcasts nothing by size: see :mod:`vacuum.tuning`), so the
-    frame keeps the broadcast the ledger's own read would get: the planner joins it with each table's
-    objects, which would otherwise all be shuffled.
+    frame keeps the broadcast the ledger's own read would get: the planner joins it with each
+    table's objects, which would otherwise all be shuffled.
     """
     spark = frame.sparkSession
     size = int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
