@@ -56,6 +56,11 @@ _ANY_SIZE = str(2**63 - 1)
 _DEFAULT_SIZE = "spark.sql.defaultSizeInBytes"
 _CONFIGURED_DEFAULT_SIZE = "inventory-vacuum.configuredDefaultSizeInBytes"
 _UNKNOWN_SIZE_OF_ONE_PARTITION = str(2**30)
+# what a plan of one partition runs with, and where the session's own value is kept
+_ONE_PARTITION = (
+    (_SINGLE_PARTITION_BYTES, _CONFIGURED_SINGLE_PARTITION_BYTES, _ANY_SIZE),
+    (_DEFAULT_SIZE, _CONFIGURED_DEFAULT_SIZE, _UNKNOWN_SIZE_OF_ONE_PARTITION),
+)
 
 
 def activate(session: SparkSession) -> None:
@@ -200,12 +205,10 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
     one_partition = partitions == 1 and shuffle_partitions(objects, objects) == 1
     spark.conf.set(_ONE_PARTITION_PLAN, str(one_partition).lower())
     if one_partition:
-        if spark.conf.get(_CONFIGURED_SINGLE_PARTITION_BYTES, None) is None:
-            spark.conf.set(_CONFIGURED_SINGLE_PARTITION_BYTES, str(spark.conf.get(_SINGLE_PARTITION_BYTES)))
-        spark.conf.set(_SINGLE_PARTITION_BYTES, _ANY_SIZE)
-        if spark.conf.get(_CONFIGURED_DEFAULT_SIZE, None) is None:
-            spark.conf.set(_CONFIGURED_DEFAULT_SIZE, str(spark.conf.get(_DEFAULT_SIZE)))
-        spark.conf.set(_DEFAULT_SIZE, _UNKNOWN_SIZE_OF_ONE_PARTITION)
+        for setting, kept, one in _ONE_PARTITION:
+            if spark.conf.get(kept, None) is None:
+                spark.conf.set(kept, str(spark.conf.get(setting)))
+            spark.conf.set(setting, one)
     if partitions is not None and partitions <= spark.sparkContext.defaultParallelism:
         adaptive_off_until_sized(spark)
     else:
@@ -350,9 +353,7 @@ def unsize_shuffles(spark: SparkSession) -> None:
     object count does not bound (one task for a table's every delete)."""
     for setting, kept in (
         (SHUFFLE_PARTITIONS, _CONFIGURED_SHUFFLES),
-        (_SINGLE_PARTITION_BYTES, _CONFIGURED_SINGLE_PARTITION_BYTES),
-        (_DEFAULT_SIZE, _CONFIGURED_DEFAULT_SIZE),
-        *((s, k) for s, k, _ in _ONE_WAVE),
+        *((s, k) for s, k, _ in (*_ONE_PARTITION, *_ONE_WAVE)),
     ):
         configured = spark.conf.get(kept, None)
         if configured is not None:
