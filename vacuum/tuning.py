@@ -154,11 +154,17 @@ def adaptive_off_until_sized(spark: SparkSession) -> None:
     without; on 100 tables, 1.70 and 1.79 s with it against 1.73 and 1.71 s without (ABBA), no
     difference past the noise. Why the gain fades over a longer run was not measured (a likely
     cause: the JVM's compiled code makes the derivation cheap once warm)."""
-    for setting, kept, one_wave in _ONE_WAVE:
+    _set_keeping_own(spark, _ONE_WAVE)
+
+
+def _set_keeping_own(spark: SparkSession, settings: tuple[tuple[str, str, str], ...]) -> None:
+    """Set each ``(setting, kept, value)``, keeping the session's own value under ``kept`` the
+    first time (:func:`unsize_shuffles` restores it)."""
+    for setting, kept, value in settings:
         if spark.conf.get(kept, None) is None:
             # without a default: Spark's own when unset
             spark.conf.set(kept, str(spark.conf.get(setting)))
-        spark.conf.set(setting, one_wave)
+        spark.conf.set(setting, value)
 
 
 def aggregate_in_one_job(spark: SparkSession) -> None:
@@ -205,10 +211,7 @@ def size_shuffles(spark: SparkSession, objects: int) -> None:
     one_partition = partitions == 1 and shuffle_partitions(objects, objects) == 1
     spark.conf.set(_ONE_PARTITION_PLAN, str(one_partition).lower())
     if one_partition:
-        for setting, kept, one in _ONE_PARTITION:
-            if spark.conf.get(kept, None) is None:
-                spark.conf.set(kept, str(spark.conf.get(setting)))
-            spark.conf.set(setting, one)
+        _set_keeping_own(spark, _ONE_PARTITION)
     if partitions is not None and partitions <= spark.sparkContext.defaultParallelism:
         adaptive_off_until_sized(spark)
     else:
