@@ -10,9 +10,10 @@
 # default line lives in .venv (setup.sh, the README's commands); another in .venv-spark<LINE>.
 DEFAULT_SPARK_LINE=4.2
 SPARK_LINES_SUPPORTED="4.2 4.0 3.5"
-# The Python the default venvs are made with. The test command's smoke run takes the oldest and the
-# newest of the others (a break in 3.12 alone, with 3.10, 3.11 and 3.13 passing, is unlikely enough
-# not to pay CI three minutes for); PYTHON_VERSIONS="3.12" runs it there too.
+# The Python the default venvs are made with. The test command smokes the oldest and the newest of
+# the others (a break in 3.12 alone, with 3.10, 3.11 and 3.13 passing, is unlikely enough not to pay
+# CI three minutes for), each riding on a run the matrix makes anyway (the Makefile);
+# PYTHON_VERSIONS="3.12" smokes 3.12 too, in a run of its own.
 DEFAULT_PYTHON_VERSION=3.11
 PYTHON_VERSIONS_SUPPORTED="3.10 3.11 3.12 3.13"
 PYTHON_VERSIONS_SMOKED="3.10 3.13"
@@ -255,7 +256,10 @@ ensure_venv() {
 }
 
 # run_tests LABEL LINE PYTHON_VERSION PYTEST_ARGS...: one pytest run in that Spark line's venv (on
-# that Python), as the Makefile's targets run them. Each run has its own temp root, for pytest
+# that Python), as the Makefile's targets run them. A venv other than .venv is installed (or brought
+# up to date) by the run that uses it, at its start: in the matrix each is used by one run, which
+# then installs it while the runs before it go on beside it; .venv, which two runs side by side
+# use, is installed before (infra/test.sh). Each run has its own temp root, for pytest
 # (--basetemp: pytest prunes the numbered directories of a shared one, under a run beside it) and
 # for Spark's scratch folders (SPARK_LOCAL_DIRS), and
 # no pytest cache (two runs would overwrite it). Spark is the venv's pyspark, run by the venv's
@@ -267,7 +271,10 @@ run_tests() {
   venv="$(venv_dir "$line" "$version")"
   # (a spark-env.sh in the caller's SPARK_CONF_DIR could set another JAVA_HOME than the run names)
   unset SPARK_HOME SPARK_CONF_DIR PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON PYSPARK_SUBMIT_ARGS
-  if [ ! -x "$venv/bin/python" ]; then
+  if [ "$venv" != .venv ] && ! { ensure_venv "$line" "$version" && ensure_jars "$line" "$version"; }; then
+    outcome="FAILED (could not install $venv)"
+    rc=2
+  elif [ ! -x "$venv/bin/python" ]; then
     outcome="FAILED ($venv is not installed: bash infra/test.sh installs it)"
     rc=2
   elif ! ensure_java "$line"; then
@@ -290,14 +297,16 @@ run_tests() {
   return "$rc"
 }
 
-# ensure_jars LINE: that Spark line's Delta and hadoop-aws jars in Ivy's cache, with the list of
-# their files that sessions load without Ivy (fetch-jars, without the class-data archive), unless the
-# list is there and its files unchanged. The test runs then start on that list: two runs beside each
-# other on one line do not resolve the same jars into Ivy's cache at once (Ivy locks nothing between
-# processes: both would write the same files).
+# ensure_jars LINE [PYTHON_VERSION]: that Spark line's Delta and hadoop-aws jars in Ivy's cache, with
+# the list of their files that sessions load without Ivy (fetch-jars, without the class-data
+# archive), unless the list is there and its files unchanged. The test runs then start on that
+# list: two runs beside each other on one line do not resolve the same jars into Ivy's cache at once
+# (Ivy locks nothing between processes: both would write the same files). Another line's jars are
+# resolved while the default line's run goes on beside it: the jars both lines share are in the
+# cache by then, and are only read.
 ensure_jars() {
   local line=$1 venv log rc=0
-  venv="$(venv_dir "$line")"
+  venv="$(venv_dir "$line" "${2:-}")"
   [ -x "$venv/bin/python" ] || return 1
   ensure_java "$line" || return 1
   if "$venv/bin/python" -c 'import sys, pyspark; from core.jar_cache import cached_jars; from core.session import jvm_packages; sys.exit(cached_jars(jvm_packages(), pyspark.__version__) is None)' 2>/dev/null; then

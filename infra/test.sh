@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command (CI runs it through .ci/run). It installs what the tests need (idempotent): a venv
-# per supported Spark line, one per other Python of the smoke runs, Debian's chromium for the HTML
-# report's test (as root). Then `make test` runs the matrix, two runs at a time: what runs where, in
-# which order, is in the Makefile.
+# per supported Spark line and per smoked Python (each installed by the run that uses it, but the
+# default line's, installed first), Debian's chromium for the HTML report's test (as root). Then
+# `make test` runs the matrix, two runs at a time: what runs where, in which order, is in the Makefile.
 # With arguments, they go to pytest instead, on the default Spark line (or each line of SPARK_LINES).
 #
 #   bash infra/test.sh                                  # everything CI runs
@@ -37,28 +37,29 @@ else
   unset PYTEST_ARGS
 fi
 
+# The default line's venv and jars first: its runs may start side by side (default-main and
+# own-jvms). Every other venv is installed by the one run that uses it, at its start (run_tests).
 not_installed=()  # reported at the end, as failed
-installed=""
-install_line() { if ensure_venv "$1"; then installed="$installed $1"; else not_installed+=("Spark $1"); fi; }
-case " $lines " in *" $DEFAULT_SPARK_LINE "*) install_line "$DEFAULT_SPARK_LINE" ;; esac
-for line in $lines; do [ "$line" = "$DEFAULT_SPARK_LINE" ] || install_line "$line"; done
+case " $lines " in
+  *" $DEFAULT_SPARK_LINE "*)
+    if ! { ensure_venv "$DEFAULT_SPARK_LINE" && ensure_jars "$DEFAULT_SPARK_LINE"; }; then
+      not_installed+=("Spark $DEFAULT_SPARK_LINE")
+      lines="$(for line in $lines; do [ "$line" = "$DEFAULT_SPARK_LINE" ] || printf '%s ' "$line"; done)"
+    fi
+    ensure_chromium ;;
+esac
 smoked=""
 for version in $pythons; do
   [ "$version" = "$DEFAULT_PYTHON_VERSION" ] && continue
-  if ! find_python "$version" >/dev/null 2>&1; then
-    echo "Python $version: not on this machine, its smoke run is skipped"
-  elif ensure_venv "$DEFAULT_SPARK_LINE" "$version"; then
+  if find_python "$version" >/dev/null 2>&1; then
     smoked="$smoked $version"
   else
-    not_installed+=("Python $version")
+    echo "Python $version: not on this machine, its smoke tests are skipped"
   fi
 done
-case " $lines " in *" $DEFAULT_SPARK_LINE "*) ensure_chromium ;; esac
-# each line's jars resolved once, before runs that may start side by side (the default line's two)
-for line in $installed; do ensure_jars "$line" || not_installed+=("Spark $line's jars"); done
 
 status=0
-SPARK_LINES="${installed# }" PYTHON_VERSIONS="${smoked# }" make --no-print-directory "${make_flags[@]}" test || status=$?
+SPARK_LINES="$(echo $lines)" PYTHON_VERSIONS="${smoked# }" make --no-print-directory "${make_flags[@]}" test || status=$?
 for what in ${not_installed[@]+"${not_installed[@]}"}; do
   echo "$what: FAILED (could not install it)" >&2
   status=1

@@ -83,6 +83,7 @@ def make_vacuumable_table(spark, s3, bucket_factory) -> dict[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.smoke
+@pytest.mark.own_jvms
 def test_installed_command_batch_deletes_with_a_bare_path(spark, s3, bucket_factory, tmp_path):
     """``.venv/bin/inventory-vacuum`` by its path, not activated, from another directory: the
     batch delete runs ``vacuum.execute`` in Spark's Python workers."""
@@ -191,6 +192,7 @@ def run_cluster_job(
 
 
 @pytest.mark.slow
+@pytest.mark.own_jvms
 def test_cluster_executors_get_the_package_shipped(s3, bucket_factory, tmp_path):
     """A real multi-process cluster (``local-cluster``: a master, a worker, an executor JVM) whose
     executors' Python cannot import this package: it runs the venv's interpreter with ``-S``, so

@@ -84,3 +84,68 @@ def test_the_venv_holds_its_packages_compiled_bytecode():
     compiled = importlib.util.cache_from_source(spec.origin)
     assert Path(compiled).is_file(), f"{compiled} missing: was the venv installed without compiled bytecode?"
     assert sys.implementation.cache_tag in compiled
+
+
+def _matrix(**variables: str) -> list[tuple[str, str, str, str]]:
+    """The runs ``make test`` makes (``make -n matrix``): each run's label, Spark line, Python and
+    markers, in the order they start."""
+    import re
+    import shutil
+
+    if shutil.which("make") is None:
+        pytest.skip("no GNU make on this machine (the test command needs it)")
+    assignments = [f"{name}={value}" for name, value in variables.items()]
+    # not the choices of the test command running this test, nor its make's flags
+    unset = {
+        "SPARK_LINES",
+        "PYTHON_VERSIONS",
+        "PYTEST_ARGS",
+        "TEST_SUMMARY",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "MAKELEVEL",
+    }
+    planned = subprocess.run(
+        ["make", "--no-print-directory", "-n", "matrix", *assignments],
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k not in unset},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    planned = re.sub(r"\\\n\s*", "", planned)  # a recipe's lines joined where they continue
+    return re.findall(r'run_tests "([^"]+)" (\S+) (\S+) -m ("[^"]+"|\S+)', planned)
+
+
+@pytest.mark.spark_independent
+def test_each_smoked_python_rides_on_a_run_the_matrix_makes_anyway():
+    """Python 3.10's smoke tests run in the 3.5 line's run, on 3.10, and 3.13's in the Java 25
+    run, on 3.13 (or alone on the default Java, where the machine has no Java 25): no run of
+    their own. A smoked Python with no run to ride on gets one."""
+    runs = _matrix()
+    by_label = {label: (line, python, markers) for label, line, python, markers in runs}
+    assert by_label["Spark 3.5, Python 3.10 (line-sensitive and smoke, generated code)"] == (
+        "3.5",
+        "3.10",
+        '"line_sensitive or smoke"',
+    )
+    java_25 = "Spark 4.2 on Java 25, Python 3.13 (line-sensitive but not one_java, and smoke)"
+    assert by_label[java_25] == ("4.2", "3.13", '"(line_sensitive and not one_java) or smoke"')
+    # the recipe's other branch, for a machine without Java 25
+    assert by_label["Python 3.13 (smoke)"] == ("4.2", "3.13", "smoke")
+    assert "Python 3.10 (smoke)" not in by_label
+    assert [python for _, _, python, _ in runs].count("3.13") == 2  # the two branches of one run
+
+    # 3.12 asked for, and 3.10 with its line left out: each a smoke run of its own
+    alone = {
+        label: (line, python)
+        for label, line, python, _ in _matrix(SPARK_LINES="4.2 4.0", PYTHON_VERSIONS="3.10 3.12")
+    }
+    assert alone["Python 3.10 (smoke)"] == ("4.2", "3.10")
+    assert alone["Python 3.12 (smoke)"] == ("4.2", "3.12")
+    assert alone["Spark 4.0 (line-sensitive)"] == ("4.0", "3.11")
+    # no smoked Pythons: the Java 25 run on the default Python, its smoke branch gone
+    bare = {label: python for label, _, python, _ in _matrix(PYTHON_VERSIONS="")}
+    assert bare["Spark 4.2 on Java 25 (line-sensitive but not one_java)"] == "3.11"
+    assert bare["Spark 3.5 (line-sensitive, generated code)"] == "3.11"
+    assert not [label for label in bare if "smoke" in label]
