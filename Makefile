@@ -18,7 +18,8 @@
 #                   standalone cluster, jobs SIGKILLed mid-write and S3 faults, fetch-jars' archive,
 #                   spark-submit's jobs, the installed command's runs, a local cluster's executors
 #                   given the package)
-#   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>):
+#   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>,
+#                   .venv-spark3.5-py3.10 for 3.5 when 3.10 is smoked):
 #                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
 #                   SDK, the jars and package a cluster gets; on 3.5 with Spark's generated
 #                   code, which tables of more than 10,000 objects run on (GENERATED_CODE_LINES);
@@ -97,8 +98,12 @@ own-jvms:
 # (SPARK_LINES), gets a smoke run of its own.
 RIDER_line-3.5 := 3.10
 RIDER_java-25 := 3.13
-# rider RUN: the Python RUN runs on: its rider when that Python is smoked, else the default one
-rider = $(or $(filter $(RIDER_$(1)),$(PYTHON_VERSIONS)),$(DEFAULT_PYTHON_VERSION))
+# the riders smoked in this matrix that this machine has (a missing one costs its own smoke tests
+# only: the run it would ride on runs on the default Python)
+RIDERS_FOUND := $(shell $(ENV) && for v in $(filter $(RIDER_line-3.5) $(RIDER_java-25),$(PYTHON_VERSIONS)); do \
+	find_python $$v >/dev/null 2>&1 && echo $$v; done)
+# rider RUN: the Python RUN runs on: its rider when that Python is smoked and here, else the default one
+rider = $(or $(filter $(RIDER_$(1)),$(RIDERS_FOUND)),$(DEFAULT_PYTHON_VERSION))
 ridden = $(filter-out $(DEFAULT_PYTHON_VERSION),$(call rider,$(1)))
 on_rider = $(if $(call ridden,$(1)),$(comma) Python $(call rider,$(1)))
 and_smoke = $(if $(call ridden,$(1)), and smoke)
@@ -132,13 +137,14 @@ smoke: $(addprefix smoke-,$(filter-out $(DEFAULT_PYTHON_VERSION),$(PYTHON_VERSIO
 # default line's line-sensitive tests run on it too, but the one_java ones, where the machine has one;
 # the other runs take the first Java found that their line runs on (infra/env.sh's ensure_java).
 JAVA_25_LEAST := 25.0.3
-JAVA_25_LABEL := Spark $(DEFAULT_SPARK_LINE) on Java 25$(call on_rider,java-25) (line-sensitive but not one_java$(if $(call ridden,java-25),$(comma) and smoke))
+JAVA_25_TESTS := line-sensitive but not one_java
+JAVA_25_LABEL := Spark $(DEFAULT_SPARK_LINE) on Java 25$(call on_rider,java-25) ($(JAVA_25_TESTS)$(if $(call ridden,java-25),$(comma) and smoke))
 java-25:
 	@if home="$$($(ENV) && find_java_home 25 $(JAVA_25_LEAST))"; then \
 	  export JAVA_HOME="$$home" INVENTORY_VACUUM_JAVA_GIVEN="$$home" && $(RUN) "$(JAVA_25_LABEL)" \
 	  $(DEFAULT_SPARK_LINE) $(call rider,java-25) -m "(line_sensitive and not one_java)$(call or_smoke,java-25)" $(or_continue); \
 	else \
-	  line="$$(printf '%-36s %s' "$(JAVA_25_LABEL):" "skipped (no Java $(JAVA_25_LEAST) or later on this machine)")"; \
+	  line="$$(printf '%-36s %s' "Spark $(DEFAULT_SPARK_LINE) on Java 25 ($(JAVA_25_TESTS)):" "skipped (no Java $(JAVA_25_LEAST) or later on this machine)")"; \
 	  echo "$$line"; if [ -n "$${TEST_SUMMARY:-}" ]; then echo "$$line" >> "$$TEST_SUMMARY"; fi; \
 	  $(if $(call ridden,java-25),$(RUN) "Python $(call rider,java-25) (smoke)" $(DEFAULT_SPARK_LINE) $(call rider,java-25) -m smoke $(or_continue);) \
 	fi

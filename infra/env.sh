@@ -13,7 +13,7 @@ SPARK_LINES_SUPPORTED="4.2 4.0 3.5"
 # The Python the default venvs are made with. The test command smokes the oldest and the newest of
 # the others (a break in 3.12 alone, with 3.10, 3.11 and 3.13 passing, is unlikely enough not to pay
 # CI three minutes for), each riding on a run the matrix makes anyway (the Makefile);
-# PYTHON_VERSIONS="3.12" smokes 3.12 too, in a run of its own.
+# PYTHON_VERSIONS="3.10 3.12 3.13" smokes 3.12 too, in a run of its own.
 DEFAULT_PYTHON_VERSION=3.11
 PYTHON_VERSIONS_SUPPORTED="3.10 3.11 3.12 3.13"
 PYTHON_VERSIONS_SMOKED="3.10 3.13"
@@ -180,7 +180,7 @@ venv_dir() {  # venv_dir LINE [PYTHON_VERSION]: where that Spark line (on that P
 # spark_wheels VENV PINS: print a folder holding the wheel of the pyspark that PINS name, built there
 # once (by VENV's pip) if missing. PyPI serves pyspark as a source archive only, and uv builds it
 # again on each install when the package index does not let it revalidate its cached copy: half a
-# minute and a new 1.4 GB cache entry for each venv, kept without bound (the test command makes five).
+# minute and a new 1.4 GB cache entry for each venv, kept without bound (the test command makes four).
 # The folder is $XDG_CACHE_HOME/inventory-vacuum/wheels (else ~/.cache/...), beside the jars' lists.
 spark_wheels() {
   local venv=$1 pins=$2 wheels version
@@ -228,7 +228,7 @@ ensure_venv() {
   wanted="$(cat pyproject.toml "$pins" | cksum) compiled"  # the last word: installed by this recipe
   if [ ! -x "$venv/bin/inventory-vacuum" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     # uv installs the stack (pip installs uv, pinned): from its cache and the built pyspark wheel it
-    # lays a Spark line's packages into a venv in seconds, and the test command makes five venvs.
+    # lays a Spark line's packages into a venv in seconds, and the test command makes four venvs.
     # It is told to trust the system's certificates, as pip does. The installers' and the build
     # backend's chatter go to a file, printed only when the install fails.
     # Then the venv's packages and the project's own (installed editable) are compiled to bytecode,
@@ -300,10 +300,10 @@ run_tests() {
 # ensure_jars LINE [PYTHON_VERSION]: that Spark line's Delta and hadoop-aws jars in Ivy's cache, with
 # the list of their files that sessions load without Ivy (fetch-jars, without the class-data
 # archive), unless the list is there and its files unchanged. The test runs then start on that
-# list: two runs beside each other on one line do not resolve the same jars into Ivy's cache at once
-# (Ivy locks nothing between processes: both would write the same files). Another line's jars are
-# resolved while the default line's run goes on beside it: the jars both lines share are in the
-# cache by then, and are only read.
+# list, without Ivy. Ivy locks nothing between processes, and two resolutions at once would write
+# the same files: the test command resolves the default line's jars before its runs start, and a
+# run that resolves another line's at its start takes a lock file first (with flock, where the
+# machine has it), so two such runs beside each other resolve one after the other.
 ensure_jars() {
   local line=$1 venv log rc=0
   venv="$(venv_dir "$line" "${2:-}")"
@@ -314,7 +314,10 @@ ensure_jars() {
   fi
   echo "Spark $line: resolving its jars into Ivy's cache (fetch-jars), once"
   log="$(mktemp "${TMPDIR:-/tmp}/inventory-vacuum-fetch-jars.XXXXXX")"
-  INVENTORY_VACUUM_CLASS_ARCHIVE=0 "$venv/bin/inventory-vacuum" fetch-jars --log-file "$log" >/dev/null 2>>"$log" || rc=$?
+  local lock=() cache="${XDG_CACHE_HOME:-$HOME/.cache}/inventory-vacuum"
+  if command -v flock >/dev/null 2>&1 && mkdir -p "$cache"; then lock=(flock "$cache/fetch-jars.lock"); fi
+  INVENTORY_VACUUM_CLASS_ARCHIVE=0 ${lock[@]+"${lock[@]}"} "$venv/bin/inventory-vacuum" fetch-jars --log-file "$log" \
+    >/dev/null 2>>"$log" || rc=$?
   if [ "$rc" != 0 ]; then echo "Spark $line: fetch-jars failed (exit $rc): $(tail -n 1 "$log"); its log: $log" >&2; return 1; fi
   rm -f "$log"
 }

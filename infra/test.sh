@@ -40,6 +40,14 @@ fi
 # The default line's venv and jars first: its runs may start side by side (default-main and
 # own-jvms). Every other venv is installed by the one run that uses it, at its start (run_tests).
 not_installed=()  # reported at the end, as failed
+supported=""
+for line in $lines; do
+  case " $SPARK_LINES_SUPPORTED " in
+    *" $line "*) supported="$supported $line" ;;
+    *) not_installed+=("Spark $line (not a supported line: $SPARK_LINES_SUPPORTED)") ;;
+  esac
+done
+lines=$supported
 case " $lines " in
   *" $DEFAULT_SPARK_LINE "*)
     if ! { ensure_venv "$DEFAULT_SPARK_LINE" && ensure_jars "$DEFAULT_SPARK_LINE"; }; then
@@ -49,17 +57,20 @@ case " $lines " in
     ensure_chromium ;;
 esac
 smoked=""
+skipped=()  # reported at the end too
 for version in $pythons; do
   [ "$version" = "$DEFAULT_PYTHON_VERSION" ] && continue
   if find_python "$version" >/dev/null 2>&1; then
     smoked="$smoked $version"
   else
-    echo "Python $version: not on this machine, its smoke tests are skipped"
+    skipped+=("Python $version: not on this machine, its smoke tests skipped")
+    echo "Python $version: not on this machine, its smoke tests skipped"
   fi
 done
 
 status=0
 SPARK_LINES="$(echo $lines)" PYTHON_VERSIONS="${smoked# }" make --no-print-directory "${make_flags[@]}" test || status=$?
+for what in ${skipped[@]+"${skipped[@]}"}; do echo "$what"; done
 for what in ${not_installed[@]+"${not_installed[@]}"}; do
   echo "$what: FAILED (could not install it)" >&2
   status=1
