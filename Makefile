@@ -19,7 +19,7 @@
 #                   spark-submit's jobs, the installed command's runs, a local cluster's executors
 #                   given the package)
 #   line-<LINE>     the line-sensitive tests on each other supported Spark line (.venv-spark<LINE>,
-#                   .venv-spark3.5-py3.10 for 3.5 when 3.10 is smoked):
+#                   .venv-spark3.5-py3.10 for 3.5 when 3.10 is smoked and on the machine):
 #                   Delta's log reading, VACUUM planner and RETAIN, table features, S3A and its AWS
 #                   SDK, the jars and package a cluster gets; on 3.5 with Spark's generated
 #                   code, which tables of more than 10,000 objects run on (GENERATED_CODE_LINES);
@@ -94,12 +94,13 @@ own-jvms:
 # and no run of the installed command's vacuum of their own (the smoke tests' two minutes, most of a
 # smoke run's). The oldest smoked Python rides on the oldest other Spark line's run, the newest on
 # the Java 25 run (where the machine has no Java 25, that run is the smoke tests alone, on the
-# default Java). Any other (PYTHON_VERSIONS="3.12"), or one whose run is left out of the matrix
-# (SPARK_LINES), gets a smoke run of its own.
+# default Java). Any other (3.12 in PYTHON_VERSIONS="3.10 3.12 3.13"), or one whose run is left
+# out of the matrix (SPARK_LINES), gets a smoke run of its own.
 RIDER_line-3.5 := 3.10
 RIDER_java-25 := 3.13
-# the riders smoked in this matrix that this machine has (a missing one costs its own smoke tests
-# only: the run it would ride on runs on the default Python)
+# the riders smoked in this matrix that this machine has: the run a missing one would ride on runs
+# on the default Python (infra/test.sh leaves a Python the machine lacks out of PYTHON_VERSIONS and
+# says so; plain make queues its smoke run, which fails saying why)
 RIDERS_FOUND := $(shell $(ENV) && for v in $(filter $(RIDER_line-3.5) $(RIDER_java-25),$(PYTHON_VERSIONS)); do \
 	find_python $$v >/dev/null 2>&1 && echo $$v; done)
 # rider RUN: the Python RUN runs on: its rider when that Python is smoked and here, else the default one

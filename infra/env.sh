@@ -314,7 +314,7 @@ ensure_jars() {
   fi
   echo "Spark $line: resolving its jars into Ivy's cache (fetch-jars), once"
   log="$(mktemp "${TMPDIR:-/tmp}/inventory-vacuum-fetch-jars.XXXXXX")"
-  local lock=() cache="${XDG_CACHE_HOME:-$HOME/.cache}/inventory-vacuum"
+  local lock=() cache="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/inventory-vacuum"
   if command -v flock >/dev/null 2>&1 && mkdir -p "$cache"; then lock=(flock "$cache/fetch-jars.lock"); fi
   INVENTORY_VACUUM_CLASS_ARCHIVE=0 ${lock[@]+"${lock[@]}"} "$venv/bin/inventory-vacuum" fetch-jars --log-file "$log" \
     >/dev/null 2>>"$log" || rc=$?

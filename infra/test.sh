@@ -39,19 +39,19 @@ fi
 
 # The default line's venv and jars first: its runs may start side by side (default-main and
 # own-jvms). Every other venv is installed by the one run that uses it, at its start (run_tests).
-not_installed=()  # reported at the end, as failed
+failed=()  # reported at the end, each a line saying why
 supported=""
 for line in $lines; do
   case " $SPARK_LINES_SUPPORTED " in
     *" $line "*) supported="$supported $line" ;;
-    *) not_installed+=("Spark $line (not a supported line: $SPARK_LINES_SUPPORTED)") ;;
+    *) failed+=("Spark $line: FAILED (not a supported line: $SPARK_LINES_SUPPORTED)") ;;
   esac
 done
 lines=$supported
 case " $lines " in
   *" $DEFAULT_SPARK_LINE "*)
     if ! { ensure_venv "$DEFAULT_SPARK_LINE" && ensure_jars "$DEFAULT_SPARK_LINE"; }; then
-      not_installed+=("Spark $DEFAULT_SPARK_LINE")
+      failed+=("Spark $DEFAULT_SPARK_LINE: FAILED (could not install it)")
       lines="$(for line in $lines; do [ "$line" = "$DEFAULT_SPARK_LINE" ] || printf '%s ' "$line"; done)"
     fi
     ensure_chromium ;;
@@ -71,8 +71,8 @@ done
 status=0
 SPARK_LINES="$(echo $lines)" PYTHON_VERSIONS="${smoked# }" make --no-print-directory "${make_flags[@]}" test || status=$?
 for what in ${skipped[@]+"${skipped[@]}"}; do echo "$what"; done
-for what in ${not_installed[@]+"${not_installed[@]}"}; do
-  echo "$what: FAILED (could not install it)" >&2
+for what in ${failed[@]+"${failed[@]}"}; do
+  echo "$what" >&2
   status=1
 done
 exit "$status"
