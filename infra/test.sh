@@ -64,7 +64,7 @@ for version in $pythons; do
     smoked="$smoked $version"
   else
     skipped+=("Python $version: not on this machine, its smoke tests skipped")
-    echo "Python $version: not on this machine, its smoke tests skipped"
+    echo "${skipped[${#skipped[@]}-1]}"
   fi
 done
 
